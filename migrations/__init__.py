@@ -1,0 +1,1 @@
+"""Alembic revisions: the only way Plateau's schema is made or changed."""

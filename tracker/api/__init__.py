@@ -1,0 +1,1 @@
+"""HTTP API v1: thin routes over the services."""

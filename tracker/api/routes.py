@@ -1,0 +1,119 @@
+"""Routes of API v1. Each validates, calls one service, and returns its schema."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from anyio import to_thread
+from fastapi import APIRouter, Query, Response, status
+
+from tracker import __version__
+from tracker.api.deps import DatabaseDep, KeysDep, NotifierDep, SettingsDep
+from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
+from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch
+from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
+from tracker.services import decisions, history, ingest, runs
+
+router = APIRouter(prefix="/api/v1")
+
+# Longest a long-poll sleeps between looks at the database, for changes made by other replicas.
+_POLL_INTERVAL_S = 0.25
+
+
+@router.get("/health", tags=["health"])
+def health(database: DatabaseDep) -> dict[str, str]:
+    return {"status": "ok", "version": __version__, "database": database.engine.dialect.name}
+
+
+@router.post("/runs", status_code=status.HTTP_201_CREATED, tags=["runs"])
+def create_run(request: RunCreate, response: Response, database: DatabaseDep) -> RunPublic:
+    """Create a run; with the ``run_key`` of an existing run of the project, join it (200)."""
+    run = runs.create_or_join(database, request)
+    if run.joined:
+        response.status_code = status.HTTP_200_OK
+    return run
+
+
+@router.get("/runs", tags=["runs"])
+def list_runs(
+    database: DatabaseDep,
+    project: str | None = None,
+    experiment: str | None = None,
+    status: RunStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> RunsPublic:
+    return runs.list_runs(
+        database, project=project, experiment=experiment, status=status, limit=limit, offset=offset
+    )
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+def get_run(run_id: int, database: DatabaseDep) -> RunPublic:
+    return runs.get(database, run_id)
+
+
+@router.post("/runs/{run_id}/finish", tags=["runs"])
+def finish_run(run_id: int, request: RunFinish, database: DatabaseDep, notifier: NotifierDep) -> RunPublic:
+    run = runs.finish(database, run_id, request)
+    notifier.notify(run_id)
+    return run
+
+
+@router.post("/runs/{run_id}/metrics", tags=["metrics"])
+def ingest_metrics(
+    run_id: int, batch: MetricBatch, database: DatabaseDep, keys: KeysDep, notifier: NotifierDep
+) -> IngestResult:
+    """Store a batch of points; the answer carries the run's latest decision."""
+    result = ingest.ingest(database, keys, run_id, batch)
+    if result.accepted:
+        notifier.notify(run_id)
+    return result
+
+
+@router.get("/runs/{run_id}/decision", tags=["decisions"])
+async def get_decision(
+    run_id: int,
+    database: DatabaseDep,
+    settings: SettingsDep,
+    notifier: NotifierDep,
+    after: Annotated[int | None, Query(ge=0, description="wait for a decision newer than this seq")] = None,
+    step: Annotated[int | None, Query(ge=0, description="wait for the verdict on exactly this step")] = None,
+    wait: Annotated[float, Query(ge=0, description="seconds to wait at most")] = 0.0,
+) -> DecisionPublic:
+    """The latest decision; with ``after`` or ``step``, long-poll up to ``wait`` seconds for it."""
+    deadline = time.monotonic() + min(wait, settings.max_wait_seconds)
+    while True:
+        event = notifier.event(run_id)
+        decision, ready = await to_thread.run_sync(
+            lambda: decisions.poll(database, run_id, after=after, step=step)
+        )
+        remaining = deadline - time.monotonic()
+        if ready or remaining <= 0:
+            return decision
+        await notifier.wait(event, min(remaining, _POLL_INTERVAL_S))
+
+
+@router.get("/runs/{run_id}/decisions", tags=["decisions"])
+def list_decisions(run_id: int, database: DatabaseDep) -> DecisionsPublic:
+    """Every decision of the run, oldest first, each with its rule, sentence and evidence."""
+    return decisions.history(database, run_id)
+
+
+@router.get("/runs/{run_id}/keys", tags=["metrics"])
+def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
+    return history.keys(database, run_id)
+
+
+@router.get("/runs/{run_id}/history", tags=["metrics"])
+def get_history(
+    run_id: int,
+    database: DatabaseDep,
+    key: Annotated[str, Query(min_length=1)],
+    rank: Annotated[int, Query(ge=0)] = 0,
+    start_step: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+) -> HistoryPage:
+    """A page of one key's points in step order; follow ``next_step`` for the rest."""
+    return history.page(database, run_id, key, rank=rank, start_step=start_step, limit=limit)

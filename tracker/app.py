@@ -1,0 +1,49 @@
+"""The FastAPI application factory. Nothing happens at import; the database is opened in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from tracker import __version__
+from tracker.api.errors import BodyLimitMiddleware, install_error_handlers
+from tracker.api.routes import router
+from tracker.config import Settings
+from tracker.db.engine import Database
+from tracker.db.prepare import prepare_schema
+from tracker.services.keys import KeyCache
+from tracker.services.notify import RunNotifier
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A tracker app for ``settings`` (read from the environment when omitted)."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        url = settings.resolved_database_url()
+        prepare_schema(url)
+        database = Database(url)
+        app.state.database = database
+        app.state.notifier.bind(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            database.dispose()
+
+    app = FastAPI(
+        title="Plateau tracker",
+        version=__version__,
+        description="Runs, metric streams and explained early-stopping decisions.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.keys = KeyCache()
+    app.state.notifier = RunNotifier()
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app

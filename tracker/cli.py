@@ -1,0 +1,104 @@
+"""The ``plateau`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracker.config import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        name: getattr(args, name)
+        for name in ("home", "database_url", "host", "port")
+        if getattr(args, name, None) is not None
+    }
+    return Settings(**overrides)
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", type=Path, help="data folder (PLATEAU_HOME, default ~/.plateau)")
+    parser.add_argument(
+        "--database-url", help="SQLAlchemy URL (PLATEAU_DATABASE_URL, default SQLite in --home)"
+    )
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from tracker.serve import serve
+
+    settings = _settings(args)
+    print(
+        f"plateau tracker on http://{settings.host}:{settings.port} "
+        f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
+        flush=True,
+    )
+    serve(settings, workers=args.workers, log_level=args.log_level)
+    return 0
+
+
+def _cmd_db(args: argparse.Namespace) -> int:
+    from tracker.db import migrate
+    from tracker.db.engine import make_engine
+
+    url = _settings(args).resolved_database_url()
+    if args.db_command == "upgrade":
+        migrate.upgrade(url, args.revision)
+    elif args.db_command == "downgrade":
+        migrate.downgrade(url, args.revision)
+    engine = make_engine(url)
+    try:
+        print(f"database at revision {migrate.current_revision(engine)} (head {migrate.head_revision(url)})")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from tracker.demo import run_demo
+
+    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the tracker server")
+    _add_store_options(serve)
+    serve.add_argument("--host", help="address to bind (PLATEAU_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (PLATEAU_PORT, default 8765)")
+    serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(handler=_cmd_serve)
+
+    db = commands.add_parser("db", help="database schema migrations")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    for name, default in (("upgrade", "head"), ("downgrade", None), ("current", None)):
+        sub = db_commands.add_parser(name)
+        _add_store_options(sub)
+        if name != "current":
+            sub.add_argument("revision", nargs=None if default is None else "?", default=default)
+    db.set_defaults(handler=_cmd_db)
+
+    demo = commands.add_parser("demo", help="train small models on digits, stopped by Plateau")
+    _add_store_options(demo)
+    demo.add_argument("--url", help="use this running tracker instead of starting one")
+    demo.add_argument("--port", type=int, help="port for the tracker the demo starts")
+    demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = args.handler
+    result: int = handler(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Server settings, read from the environment (prefix ``PLATEAU_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+class Settings(BaseSettings):
+    """Where the tracker keeps its data and where it listens.
+
+    ``database_url`` defaults to the embedded SQLite file ``$PLATEAU_HOME/plateau.db``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PLATEAU_", extra="ignore")
+
+    home: Path = Field(default_factory=lambda: Path.home() / ".plateau")
+    database_url: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # Longest long-poll a client may ask for; keeps idle connections bounded.
+    max_wait_seconds: float = Field(default=60.0, gt=0)
+    # Largest request body accepted by the ingest route, in bytes.
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+
+    def resolved_database_url(self) -> str:
+        """The configured database URL, or the embedded SQLite file under ``home``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home.expanduser() / 'plateau.db'}"
+
+    def is_sqlite(self) -> bool:
+        return self.resolved_database_url().startswith("sqlite")

@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, engine, the one session scope, and migrations."""

@@ -1,0 +1,87 @@
+"""Engine creation and the one session scope.
+
+SQLite runs in WAL mode; writes take the database lock at ``BEGIN IMMEDIATE`` so two writers never
+deadlock upgrading a read lock ("database is locked"), while reads stay concurrent. On PostgreSQL
+per-run writes are serialised by a row lock on the run (see ``services``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from tracker.errors import ConflictError
+
+_WRITE_OPTION = "plateau_write"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; for SQLite, creates the parent folder and sets WAL and busy timeout."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite so BEGIN is ours to emit.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get(_WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """An engine plus the session scope every service uses."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.is_sqlite = self.engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def session(self, *, write: bool = False) -> Iterator[Session]:
+        """Commit on success, roll back on error, always close.
+
+        ``write=True`` marks a transaction that will write: on SQLite it starts with ``BEGIN IMMEDIATE``.
+        Integrity errors become :class:`ConflictError`.
+        """
+        with self.engine.connect() as connection:
+            if write:
+                connection.execution_options(**{_WRITE_OPTION: True})
+            session = Session(bind=connection, expire_on_commit=False, autoflush=False)
+            try:
+                yield session
+                session.commit()
+            except IntegrityError as exc:
+                session.rollback()
+                raise ConflictError(f"conflicting write: {exc.orig}") from exc
+            except BaseException:
+                session.rollback()
+                raise
+            finally:
+                session.close()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

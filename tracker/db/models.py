@@ -1,0 +1,146 @@
+"""SQLAlchemy 2 models. The schema is made only by the Alembic revisions in ``migrations/``.
+
+Point values keep NaN and +-inf: PostgreSQL stores them natively, SQLite turns NaN into NULL,
+so ``metric_point.value IS NULL`` means NaN on both backends (a value is never missing).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Project(Base):
+    __tablename__ = "project"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Experiment(Base):
+    __tablename__ = "experiment"
+    __table_args__ = (UniqueConstraint("project_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Run(Base):
+    __tablename__ = "run"
+    __table_args__ = (
+        UniqueConstraint("project_id", "run_key"),
+        Index("ix_run_experiment_id", "experiment_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"))
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiment.id", ondelete="CASCADE"))
+    run_key: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(200))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    tags: Mapped[list[Any]] = mapped_column(JSON)
+    policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    status: Mapped[str] = mapped_column(String(16))
+    world_size: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_heartbeat: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Highest step of the monitored metric the policy has judged; -1 before the first.
+    judged_step: Mapped[int] = mapped_column(BigInteger)
+    # Sequence number of the newest decision; 0 before the first.
+    decision_seq: Mapped[int] = mapped_column(Integer)
+    # Step at which the policy decided to stop; NULL while it has not. Once set, rules are no longer run.
+    stop_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class MetricKey(Base):
+    __tablename__ = "metric_key"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(250), unique=True)
+
+
+class MetricPoint(Base):
+    """One value of one key of one rank at one step. Narrow on purpose: there are millions."""
+
+    __tablename__ = "metric_point"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    wall_time: Mapped[float] = mapped_column(Float)
+
+
+class RuleState(Base):
+    __tablename__ = "rule_state"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rule_index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    rule: Mapped[str] = mapped_column(String(64))
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    last_step: Mapped[int] = mapped_column(BigInteger)
+
+
+class Decision(Base):
+    """Append-only record of what the policy told the trainer, and why."""
+
+    __tablename__ = "decision"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    step: Mapped[int] = mapped_column(BigInteger)
+    action: Mapped[str] = mapped_column(String(16))
+    rule: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+    best_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    best_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class IngestBatch(Base):
+    """Batch ids already applied: a replayed batch is acknowledged, never applied twice."""
+
+    __tablename__ = "ingest_batch"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    batch_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    accepted: Mapped[int] = mapped_column(Integer)
+    duplicates: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,27 @@
+"""Rules by name, and the discriminated union that validates a policy's rule list."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams
+from tracker.policy._types import Mode
+from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
+from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
+from tracker.policy.rules._patience import Patience, PatienceParams
+
+RULES: dict[str, type[Rule[Any]]] = {rule.name: rule for rule in (Patience, Checkpoint, NonFinite)}
+
+# Validation picks the parameter model by the "rule" field, so errors name e.g. rules.0.patience.patience.
+RuleSpec = Annotated[
+    PatienceParams | CheckpointParams | NonFiniteParams,
+    Field(discriminator="rule"),
+]
+
+
+def build_rule(params: RuleParams, *, monitor: str, mode: Mode) -> Rule[Any]:
+    """The rule object for validated ``params``."""
+    name: str = getattr(params, "rule")  # noqa: B009 - every concrete RuleParams has it
+    return RULES[name](params, monitor=monitor, mode=mode)

@@ -1,0 +1,67 @@
+"""``checkpoint``: tell the trainer to save the model whenever the monitored metric reaches a new best."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import improves
+from tracker.policy._types import Observation, Ties, Verdict, fmt
+
+
+class CheckpointParams(RuleParams):
+    """Parameters of ``checkpoint``: the same improvement test as ``patience`` (keep them equal so the saved
+    model is the one a patience stop names as best)."""
+
+    rule: Literal["checkpoint"] = "checkpoint"
+    min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    relative: bool = False
+    warmup: int = Field(default=0, ge=0, description="steps below this never checkpoint")
+    ties: Ties = "wait"
+
+
+class Checkpoint(Rule[CheckpointParams]):
+    """Emit ``checkpoint`` on each new best of the monitored metric.
+
+    NaN and +-inf are never a new best. Steps below ``warmup`` are skipped. Ties as in ``patience``.
+    """
+
+    name = "checkpoint"
+
+    def initial_state(self) -> State:
+        return {"best": None, "best_step": None}
+
+    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+        p = self.params
+        if obs.step < p.warmup:
+            return state, None
+        previous, previous_step = state["best"], state["best_step"]
+        if not improves(
+            obs.value, previous, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties
+        ):
+            return state, None
+        if previous is None:
+            reason = f"{self.monitor} first value {fmt(obs.value)} at step {obs.step}: save it"
+        else:
+            reason = (
+                f"{self.monitor} improved to {fmt(obs.value)} at step {obs.step} "
+                f"(previous best {fmt(previous)} at step {previous_step}): save it"
+            )
+        verdict = Verdict(
+            action="checkpoint",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={
+                "monitor": self.monitor,
+                "mode": self.mode,
+                "value": obs.value,
+                "previous_best": previous,
+                "previous_best_step": previous_step,
+            },
+            best_step=obs.step,
+            best_value=obs.value,
+        )
+        return {"best": obs.value, "best_step": obs.step}, verdict

@@ -1,0 +1,48 @@
+"""``non_finite``: stop as soon as the monitored metric is NaN or +-inf."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import improves
+from tracker.policy._types import Observation, Verdict, fmt
+
+
+class NonFiniteParams(RuleParams):
+    """``non_finite`` takes no parameters."""
+
+    rule: Literal["non_finite"] = "non_finite"
+
+
+class NonFinite(Rule[NonFiniteParams]):
+    """Stop on the first NaN, +inf or -inf of the monitored metric; there is no warm-up.
+
+    It keeps the best finite value (strict improvement) so the decision names the network to keep.
+    """
+
+    name = "non_finite"
+
+    def initial_state(self) -> State:
+        return {"best": None, "best_step": None, "stopped": False}
+
+    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+        if state["stopped"]:
+            return state, None
+        if math.isfinite(obs.value):
+            if improves(obs.value, state["best"], mode=self.mode, min_delta=0.0, relative=False, ties="wait"):
+                return {**state, "best": obs.value, "best_step": obs.step}, None
+            return state, None
+        best, best_step = state["best"], state["best_step"]
+        keep = f"; best {fmt(best)} at step {best_step}" if best is not None else ""
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=f"{self.monitor} is {fmt(obs.value)} at step {obs.step}{keep}",
+            evidence={"monitor": self.monitor, "value": obs.value, "best": best, "best_step": best_step},
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

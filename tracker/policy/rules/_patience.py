@@ -1,0 +1,96 @@
+"""``patience``: stop after ``patience`` consecutive evaluations without improvement."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import improves, needed
+from tracker.policy._types import Observation, Ties, Verdict, fmt
+
+
+class PatienceParams(RuleParams):
+    """Parameters of ``patience``.
+
+    ``min_delta`` is absolute, or relative to ``|best|`` when ``relative`` is true. ``warmup``: points at
+    steps below it are stored but not judged. ``ties``: whether a value exactly at the improvement
+    threshold counts as an improvement (``"improve"``) or not (``"wait"``, as in Lightning and Keras).
+    """
+
+    rule: Literal["patience"] = "patience"
+    patience: int = Field(default=5, ge=1, description="evaluations without improvement before stopping")
+    min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    relative: bool = False
+    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+    ties: Ties = "wait"
+
+
+class Patience(Rule[PatienceParams]):
+    """Stop when the monitored metric has not improved for ``patience`` evaluations.
+
+    A value improves if it beats the best by more than ``min_delta`` (strictly; with ``ties="improve"`` by
+    at least it). The best starts empty, so the first judged value is a new best. With ``min_delta=0`` and
+    ``ties="improve"`` the rule stops at step n+k exactly when M(n) > max(M(n+1..n+k)) first holds (mode
+    max), with ``best_step = n``.
+
+    NaN and +-inf never improve: they count as evaluations without improvement (``non_finite`` stops on them
+    when it is in the policy). Steps below ``warmup`` are skipped. After it stops, the rule stays silent.
+    """
+
+    name = "patience"
+
+    def initial_state(self) -> State:
+        return {"best": None, "best_step": None, "wait": 0, "stopped": False}
+
+    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+        p = self.params
+        if state["stopped"] or obs.step < p.warmup:
+            return state, None
+        best = state["best"]
+        if improves(obs.value, best, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties):
+            return {"best": obs.value, "best_step": obs.step, "wait": 0, "stopped": False}, None
+        wait = state["wait"] + 1
+        if wait < p.patience:
+            return {**state, "wait": wait}, None
+        new_state = {**state, "wait": wait, "stopped": True}
+        return new_state, self._stop_verdict(new_state, obs)
+
+    def _stop_verdict(self, state: State, obs: Observation) -> Verdict:
+        p = self.params
+        best, best_step, wait = state["best"], state["best_step"], state["wait"]
+        delta = ""
+        if p.min_delta:
+            delta = f" by more than {p.min_delta:g}{' x |best|' if p.relative else ''}"
+        if best is None:
+            reason = f"{self.monitor} has had no finite value for {wait} evaluations (patience {p.patience})"
+        else:
+            reason = (
+                f"{self.monitor} has not improved on {fmt(best)} (step {best_step}){delta} "
+                f"for {wait} evaluations (patience {p.patience})"
+            )
+        threshold = (
+            None if best is None else needed(best, mode=self.mode, min_delta=p.min_delta, relative=p.relative)
+        )
+        return Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={
+                "monitor": self.monitor,
+                "mode": self.mode,
+                "value": obs.value,
+                "best": best,
+                "best_step": best_step,
+                "wait": wait,
+                "patience": p.patience,
+                "min_delta": p.min_delta,
+                "relative": p.relative,
+                "ties": p.ties,
+                "threshold": threshold,
+            },
+            best_step=best_step,
+            best_value=best,
+        )

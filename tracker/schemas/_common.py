@@ -1,0 +1,57 @@
+"""Shared schema pieces: the base model and a float that carries NaN and +-inf faithfully."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+_NON_FINITE = {
+    "nan": math.nan,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-infinity": -math.inf,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+}
+
+
+def _parse_metric_value(value: Any) -> float:
+    # Numbers only, never booleans or numeric strings: a typo must not become data. NaN and +-inf come as
+    # JSON's non-standard literals (Python's json writes them) or as the strings "NaN"/"Infinity"/"-Infinity".
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in _NON_FINITE:
+        return _NON_FINITE[value.strip().lower()]
+    raise ValueError("must be a number, or one of the strings 'NaN', 'Infinity', '-Infinity'")
+
+
+MetricValue = Annotated[float, BeforeValidator(_parse_metric_value)]
+"""A float from the wire: a JSON number, or NaN/Infinity/-Infinity. Serialised with the same strings."""
+
+
+class Schema(BaseModel):
+    """Base of every API schema: unknown fields are errors, and NaN/inf are written as strings."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every stored moment is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats spelled as strings, so JSON columns (JSONB refuses NaN) take it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value

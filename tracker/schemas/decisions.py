@@ -1,0 +1,34 @@
+"""Decisions as the API shows them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from tracker.schemas._common import MetricValue, Schema
+
+
+class DecisionPublic(Schema):
+    """The tracker's verdict for a run: ``continue``, ``checkpoint`` or ``stop``, why, and the evidence.
+
+    ``seq`` orders a run's decisions (0: none yet). ``judged`` is false when a step-exact request timed out
+    before the tracker had judged that step; the decision returned is then the latest one.
+    """
+
+    seq: int
+    action: Literal["continue", "checkpoint", "stop"]
+    step: int | None = None
+    best_step: int | None = None
+    best_value: MetricValue | None = None
+    rule: str | None = None
+    reason: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    judged: bool = True
+
+
+class DecisionsPublic(Schema):
+    data: list[DecisionPublic]
+    count: int

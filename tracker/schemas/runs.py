@@ -1,0 +1,59 @@
+"""Runs: create or join, public view, list, finish."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from tracker.policy import PolicySpec
+from tracker.schemas._common import Schema
+from tracker.schemas.decisions import DecisionPublic
+
+RunStatus = Literal["running", "finished", "stopped", "failed", "crashed"]
+FinalStatus = Literal["finished", "stopped", "failed", "crashed"]
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class RunCreate(Schema):
+    """Create a run, or join the run that has this ``run_key`` in this project (ranks of one job do)."""
+
+    project: Name
+    experiment: Name = "default"
+    name: Name | None = None
+    run_key: Name | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list, max_length=100)
+    policy: PolicySpec | None = None
+    world_size: int = Field(default=1, ge=1, le=100_000)
+
+
+class RunFinish(Schema):
+    status: FinalStatus = "finished"
+
+
+class RunPublic(Schema):
+    id: int
+    project: str
+    experiment: str
+    name: str
+    run_key: str
+    config: dict[str, Any]
+    tags: list[str]
+    policy: PolicySpec | None
+    status: RunStatus
+    world_size: int
+    started_at: datetime
+    ended_at: datetime | None
+    last_heartbeat: datetime
+    judged_step: int | None = Field(description="highest step of the monitored metric judged so far")
+    stop_step: int | None = Field(description="step at which the policy decided to stop, if it has")
+    decision: DecisionPublic
+    joined: bool = Field(default=False, description="true when a create joined an existing run")
+
+
+class RunsPublic(Schema):
+    data: list[RunPublic]
+    count: int

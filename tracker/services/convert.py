@@ -1,0 +1,59 @@
+"""ORM rows to API schemas: the store boundary."""
+
+from __future__ import annotations
+
+import math
+
+from tracker.db import models
+from tracker.policy import PolicySpec
+from tracker.schemas._common import as_utc
+from tracker.schemas.decisions import DecisionPublic
+from tracker.schemas.runs import RunPublic
+
+
+def decision_public(row: models.Decision) -> DecisionPublic:
+    return DecisionPublic(
+        seq=row.seq,
+        action=row.action,
+        step=row.step,
+        best_step=row.best_step,
+        best_value=math.nan if row.best_value is None and row.best_step is not None else row.best_value,
+        rule=row.rule,
+        reason=row.reason,
+        evidence=row.evidence,
+        created_at=as_utc(row.created_at),
+    )
+
+
+def no_decision(run: models.Run) -> DecisionPublic:
+    """The implicit decision of a run with no stored one: carry on."""
+    return DecisionPublic(
+        seq=run.decision_seq,
+        action="continue",
+        step=run.judged_step if run.judged_step >= 0 else None,
+        reason="no decision yet" if run.decision_seq == 0 else "",
+    )
+
+
+def run_public(
+    run: models.Run, *, project: str, experiment: str, decision: DecisionPublic, joined: bool = False
+) -> RunPublic:
+    return RunPublic(
+        id=run.id,
+        project=project,
+        experiment=experiment,
+        name=run.name,
+        run_key=run.run_key,
+        config=run.config,
+        tags=run.tags,
+        policy=PolicySpec.model_validate(run.policy) if run.policy is not None else None,
+        status=run.status,
+        world_size=run.world_size,
+        started_at=as_utc(run.started_at),
+        ended_at=as_utc(run.ended_at) if run.ended_at else None,
+        last_heartbeat=as_utc(run.last_heartbeat),
+        judged_step=run.judged_step if run.judged_step >= 0 else None,
+        stop_step=run.stop_step,
+        decision=decision,
+        joined=joined,
+    )

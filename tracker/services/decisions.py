@@ -1,0 +1,81 @@
+"""Reading decisions: the latest, the verdict for one step, the whole history."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.errors import NotFoundError
+from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
+from tracker.services.convert import decision_public, no_decision
+
+
+def get_run_row(session: Session, run_id: int, *, lock: bool = False) -> models.Run:
+    """The run, or :class:`NotFoundError`. ``lock`` takes the row lock that serialises a run's writes."""
+    query = select(models.Run).where(models.Run.id == run_id)
+    if lock:
+        query = query.with_for_update()
+    run = session.execute(query).scalar_one_or_none()
+    if run is None:
+        raise NotFoundError(f"run {run_id} does not exist")
+    return run
+
+
+def latest(session: Session, run: models.Run) -> DecisionPublic:
+    """The run's newest decision, or ``continue`` when it has none."""
+    if run.decision_seq == 0:
+        return no_decision(run)
+    row = session.get(models.Decision, (run.id, run.decision_seq))
+    return decision_public(row) if row is not None else no_decision(run)
+
+
+def at_step(session: Session, run: models.Run, step: int) -> DecisionPublic:
+    """The verdict for exactly ``step``: stop if the run stopped at or before it, checkpoint if a new best
+    was seen at it, else continue; ``judged=False`` (with the latest decision) if it is not judged yet."""
+    if run.stop_step is not None and run.stop_step <= step:
+        stop = session.execute(
+            select(models.Decision)
+            .where(models.Decision.run_id == run.id, models.Decision.action == "stop")
+            .order_by(models.Decision.seq)
+            .limit(1)
+        ).scalar_one_or_none()
+        if stop is not None:
+            return decision_public(stop)
+    if run.judged_step < step:
+        return latest(session, run).model_copy(update={"judged": False})
+    row = session.execute(
+        select(models.Decision)
+        .where(models.Decision.run_id == run.id, models.Decision.step == step)
+        .order_by(models.Decision.seq.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    if row is not None:
+        return decision_public(row)
+    return DecisionPublic(
+        seq=run.decision_seq, action="continue", step=step, reason=f"no rule fired at step {step}"
+    )
+
+
+def poll(db: Database, run_id: int, *, after: int | None, step: int | None) -> tuple[DecisionPublic, bool]:
+    """One look for a long-poll: (decision, ready). Ready when a step-exact verdict exists, or when the
+    newest decision is newer than ``after``."""
+    with db.session() as session:
+        run = get_run_row(session, run_id)
+        if step is not None:
+            decision = at_step(session, run, step)
+            return decision, decision.judged
+        decision = latest(session, run)
+        return decision, after is None or decision.seq > after
+
+
+def history(db: Database, run_id: int) -> DecisionsPublic:
+    """Every decision of the run in order."""
+    with db.session() as session:
+        get_run_row(session, run_id)
+        rows = session.execute(
+            select(models.Decision).where(models.Decision.run_id == run_id).order_by(models.Decision.seq)
+        ).scalars()
+        data = [decision_public(row) for row in rows]
+    return DecisionsPublic(data=data, count=len(data))

@@ -1,0 +1,174 @@
+"""Batch ingest: points, rule state and decisions in one transaction, applied at most once per batch id."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.policy import Observation, PolicySpec, evaluate, initial_states
+from tracker.schemas._common import json_safe
+from tracker.schemas.metrics import IngestResult, MetricBatch, PointIn
+from tracker.services import decisions
+from tracker.services.keys import KeyCache
+
+PointKey = tuple[int, int, int]  # (key_id, rank, step)
+
+
+def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> IngestResult:
+    """Store ``batch`` for the run and judge the monitored metric's new steps.
+
+    Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
+    and two replicas never judge the same step twice.
+    """
+    now = time.time()
+    with db.session(write=True) as session:
+        run = decisions.get_run_row(session, run_id, lock=True)
+        if session.get(models.IngestBatch, (run_id, batch.batch_id)) is not None:
+            return IngestResult(
+                accepted=0,
+                duplicates=len(batch.points),
+                replayed=True,
+                decision=decisions.latest(session, run),
+            )
+        key_ids, created_keys = keys.resolve(session, {p.key for p in batch.points})
+        fresh = _new_points(session, run_id, key_ids, batch.points)
+        if fresh:
+            session.execute(
+                insert(models.MetricPoint),
+                [
+                    {
+                        "run_id": run_id,
+                        "key_id": key_id,
+                        "rank": rank,
+                        "step": step,
+                        "value": point.value,
+                        "wall_time": point.wall_time if point.wall_time is not None else now,
+                    }
+                    for (key_id, rank, step), point in fresh.items()
+                ],
+            )
+        _judge(session, run, key_ids, fresh, now)
+        moment = datetime.fromtimestamp(now, timezone.utc)
+        run.last_heartbeat = moment
+        duplicates = len(batch.points) - len(fresh)
+        session.add(
+            models.IngestBatch(
+                run_id=run_id,
+                batch_id=batch.batch_id,
+                accepted=len(fresh),
+                duplicates=duplicates,
+                created_at=moment,
+            )
+        )
+        session.flush()
+        result = IngestResult(
+            accepted=len(fresh), duplicates=duplicates, decision=decisions.latest(session, run)
+        )
+    keys.remember(created_keys)
+    return result
+
+
+def _new_points(
+    session: Session, run_id: int, key_ids: dict[str, int], points: list[PointIn]
+) -> dict[PointKey, PointIn]:
+    """The batch's points not stored yet; within the batch and against the store the first value wins."""
+    unique: dict[PointKey, PointIn] = {}
+    for point in points:
+        unique.setdefault((key_ids[point.key], point.rank, point.step), point)
+    if not unique:
+        return unique
+    steps = [step for _, _, step in unique]
+    mp = models.MetricPoint
+    stored = session.execute(
+        select(mp.key_id, mp.rank, mp.step).where(
+            mp.run_id == run_id,
+            mp.key_id.in_({key_id for key_id, _, _ in unique}),
+            mp.step.between(min(steps), max(steps)),
+        )
+    ).tuples()
+    for existing in stored:
+        unique.pop(existing, None)
+    return unique
+
+
+def _judge(
+    session: Session, run: models.Run, key_ids: dict[str, int], fresh: dict[PointKey, PointIn], now: float
+) -> None:
+    """Advance the policy over the monitored metric's new steps (rank 0) and record its decisions."""
+    if run.policy is None:
+        if fresh:
+            run.judged_step = max(run.judged_step, max(step for _, _, step in fresh))
+        return
+    policy = PolicySpec.model_validate(run.policy)
+    monitor_id = key_ids.get(policy.monitor)
+    if monitor_id is None:
+        return
+    observations = [
+        Observation(step, point.value, point.wall_time if point.wall_time is not None else now)
+        for (key_id, rank, step), point in fresh.items()
+        if key_id == monitor_id and rank == 0 and step > run.judged_step
+    ]
+    if not observations:
+        return
+    newest = max(obs.step for obs in observations)
+    if run.stop_step is not None:
+        # Stopped: later steps are judged "stop" without running the rules again.
+        run.judged_step = max(run.judged_step, newest)
+        return
+    state_rows = list(
+        session.execute(
+            select(models.RuleState)
+            .where(models.RuleState.run_id == run.id)
+            .order_by(models.RuleState.rule_index)
+        ).scalars()
+    )
+    states = [row.state for row in state_rows] if state_rows else initial_states(policy)
+    evaluation = evaluate(policy, states, observations)
+    _save_states(session, run.id, policy, state_rows, evaluation.states, newest)
+    created = datetime.fromtimestamp(now, timezone.utc)
+    for verdict in evaluation.verdicts:
+        run.decision_seq += 1
+        session.add(
+            models.Decision(
+                run_id=run.id,
+                seq=run.decision_seq,
+                step=verdict.step,
+                action=verdict.action,
+                rule=verdict.rule,
+                reason=verdict.reason,
+                evidence=json_safe(verdict.evidence),
+                best_step=verdict.best_step,
+                best_value=verdict.best_value,
+                created_at=created,
+            )
+        )
+    if evaluation.stop_step is not None:
+        run.stop_step = evaluation.stop_step
+    run.judged_step = max(run.judged_step, newest)
+
+
+def _save_states(
+    session: Session,
+    run_id: int,
+    policy: PolicySpec,
+    rows: list[models.RuleState],
+    states: list[dict[str, Any]],
+    last_step: int,
+) -> None:
+    if rows:
+        for row, state in zip(rows, states, strict=True):
+            row.state = json_safe(state)
+            row.last_step = last_step
+        return
+    for index, (params, state) in enumerate(zip(policy.rules, states, strict=True)):
+        session.add(
+            models.RuleState(
+                run_id=run_id, rule_index=index, rule=params.rule, state=json_safe(state), last_step=last_step
+            )
+        )

@@ -1,0 +1,48 @@
+"""Metric key names normalised to small ints, cached per process (a key's id never changes)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tracker.db.models import MetricKey
+from tracker.services._upsert import insert_ignore
+
+
+class KeyCache:
+    """Maps key names to ids. Ids inserted by a transaction are remembered only after it commits."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def resolve(self, session: Session, names: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """Ids for ``names``, creating missing keys. Returns (all ids, ids not yet committed)."""
+        wanted = set(names)
+        found = {name: self._ids[name] for name in wanted if name in self._ids}
+        missing = wanted - found.keys()
+        if not missing:
+            return found, {}
+        stored = self._lookup(session, missing)
+        self.remember(stored)
+        found.update(stored)
+        missing -= stored.keys()
+        if not missing:
+            return found, {}
+        session.execute(insert_ignore(session, MetricKey), [{"name": name} for name in sorted(missing)])
+        created = self._lookup(session, missing)
+        found.update(created)
+        return found, created
+
+    @staticmethod
+    def _lookup(session: Session, names: set[str]) -> dict[str, int]:
+        rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
+        return {name: key_id for name, key_id in rows.tuples()}
+
+    def remember(self, ids: dict[str, int]) -> None:
+        if ids:
+            with self._lock:
+                self._ids.update(ids)

@@ -1,0 +1,41 @@
+"""Wakes this process's long-polls when a run changes. Other replicas' writes are found by polling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class RunNotifier:
+    """One asyncio event per run with waiters; ``notify`` may be called from any thread."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: dict[int, asyncio.Event] = {}
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def event(self, run_id: int) -> asyncio.Event:
+        """The event the next change of ``run_id`` sets. Take it *before* looking at the database, so a
+        change between the look and the wait is not missed."""
+        event = self._events.get(run_id)
+        if event is None:
+            event = self._events[run_id] = asyncio.Event()
+        return event
+
+    def notify(self, run_id: int) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._wake, run_id)
+
+    def _wake(self, run_id: int) -> None:
+        event = self._events.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    @staticmethod
+    async def wait(event: asyncio.Event, timeout: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)

@@ -1,0 +1,139 @@
+"""Runs: create or join by ``run_key``, read, list, finish."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.errors import ConflictError
+from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
+from tracker.services import decisions
+from tracker.services._upsert import insert_ignore
+from tracker.services.convert import run_public
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _project_id(session: Session, name: str) -> int:
+    session.execute(insert_ignore(session, models.Project), [{"name": name, "created_at": _now()}])
+    return session.execute(select(models.Project.id).where(models.Project.name == name)).scalar_one()
+
+
+def _experiment_id(session: Session, project_id: int, name: str) -> int:
+    session.execute(
+        insert_ignore(session, models.Experiment),
+        [{"project_id": project_id, "name": name, "created_at": _now()}],
+    )
+    return session.execute(
+        select(models.Experiment.id).where(
+            models.Experiment.project_id == project_id, models.Experiment.name == name
+        )
+    ).scalar_one()
+
+
+def _public(session: Session, run: models.Run, *, joined: bool = False) -> RunPublic:
+    project = session.get(models.Project, run.project_id)
+    experiment = session.get(models.Experiment, run.experiment_id)
+    if project is None or experiment is None:  # foreign keys make this unreachable
+        raise RuntimeError(f"run {run.id} has lost its project or experiment")
+    return run_public(
+        run,
+        project=project.name,
+        experiment=experiment.name,
+        decision=decisions.latest(session, run),
+        joined=joined,
+    )
+
+
+def create_or_join(db: Database, request: RunCreate) -> RunPublic:
+    """Create the run, or return the one with the same ``run_key`` in the project (``joined=True``).
+
+    A joiner's name, config and policy are ignored: the first creator's stand. A joiner in another
+    experiment is a conflict.
+    """
+    run_key = request.run_key or uuid.uuid4().hex
+    with db.session(write=True) as session:
+        project_id = _project_id(session, request.project)
+        experiment_id = _experiment_id(session, project_id, request.experiment)
+        existing = session.execute(
+            select(models.Run).where(models.Run.project_id == project_id, models.Run.run_key == run_key)
+        ).scalar_one_or_none()
+        if existing is not None:
+            if existing.experiment_id != experiment_id:
+                raise ConflictError(
+                    f"run_key {run_key!r} belongs to run {existing.id} of another experiment "
+                    f"than {request.experiment!r}"
+                )
+            return _public(session, existing, joined=True)
+        now = _now()
+        run = models.Run(
+            project_id=project_id,
+            experiment_id=experiment_id,
+            run_key=run_key,
+            name=request.name or f"run-{run_key[:8]}",
+            config=request.config,
+            tags=request.tags,
+            policy=request.policy.model_dump(mode="json") if request.policy else None,
+            status="running",
+            world_size=request.world_size,
+            started_at=now,
+            ended_at=None,
+            last_heartbeat=now,
+            judged_step=-1,
+            decision_seq=0,
+            stop_step=None,
+        )
+        session.add(run)
+        session.flush()
+        return _public(session, run)
+
+
+def get(db: Database, run_id: int) -> RunPublic:
+    with db.session() as session:
+        return _public(session, decisions.get_run_row(session, run_id))
+
+
+def list_runs(
+    db: Database,
+    *,
+    project: str | None = None,
+    experiment: str | None = None,
+    status: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> RunsPublic:
+    """Runs, newest first, filtered by project, experiment and status; ``count`` is the total matched."""
+    query = select(models.Run)
+    if project is not None:
+        query = query.join(models.Project, models.Project.id == models.Run.project_id).where(
+            models.Project.name == project
+        )
+    if experiment is not None:
+        query = query.join(models.Experiment, models.Experiment.id == models.Run.experiment_id).where(
+            models.Experiment.name == experiment
+        )
+    if status is not None:
+        query = query.where(models.Run.status == status)
+    with db.session() as session:
+        count = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
+        rows = session.execute(query.order_by(models.Run.id.desc()).limit(limit).offset(offset)).scalars()
+        data = [_public(session, run) for run in rows]
+    return RunsPublic(data=data, count=count)
+
+
+def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
+    """Mark the run ended with ``status``. Finishing twice keeps the first end time."""
+    with db.session(write=True) as session:
+        run = decisions.get_run_row(session, run_id, lock=True)
+        run.status = request.status
+        if run.ended_at is None:
+            run.ended_at = _now()
+        session.flush()
+        return _public(session, run)
