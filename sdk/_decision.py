@@ -1,0 +1,61 @@
+"""The tracker's verdict as the SDK hands it to a training loop."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _SPECIAL.get(value, math.nan)
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action`` is ``continue``, ``checkpoint`` or ``stop``; ``step`` the step it is about; ``best_step``
+    the step whose model to keep; ``reason`` a sentence; ``evidence`` the numbers behind it.
+
+    ``judged`` is false when :meth:`Run.decision` gave up waiting before the tracker judged the step.
+    """
+
+    seq: int = 0
+    action: str = "continue"
+    step: int | None = None
+    best_step: int | None = None
+    best_value: float | None = None
+    rule: str | None = None
+    reason: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    judged: bool = True
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            seq=int(data.get("seq", 0)),
+            action=str(data.get("action", "continue")),
+            step=data.get("step"),
+            best_step=data.get("best_step"),
+            best_value=_number(data.get("best_value")),
+            rule=data.get("rule"),
+            reason=str(data.get("reason", "")),
+            evidence=dict(data.get("evidence") or {}),
+            judged=bool(data.get("judged", True)),
+        )
+
+    @property
+    def stop(self) -> bool:
+        return self.action == "stop"
+
+    @property
+    def checkpoint(self) -> bool:
+        return self.action == "checkpoint"
+
+
+CONTINUE = Decision()

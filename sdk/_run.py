@@ -1,0 +1,294 @@
+"""``Run``: what a training loop holds. ``log`` never blocks; decisions are read from memory."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from sdk._decision import CONTINUE, Decision
+from sdk._sender import Sender
+from sdk._transport import RejectedError, RetryableError, Transport
+
+logger = logging.getLogger("plateau")
+
+DEFAULT_URL = "http://127.0.0.1:8765"
+
+# Documented module state: the runs still open, so they can be flushed at interpreter exit and their
+# sender restarted in a forked child.
+_live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
+_hooks_installed = False
+_hooks_lock = threading.Lock()
+
+
+def _install_process_hooks() -> None:
+    global _hooks_installed
+    with _hooks_lock:
+        if _hooks_installed:
+            return
+        atexit.register(_finish_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_restart_after_fork)
+        _hooks_installed = True
+
+
+def _finish_at_exit() -> None:
+    crashed = getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None
+    for run in list(_live_runs):
+        run.finish("failed" if crashed else None, timeout=run.exit_timeout)
+
+
+def _restart_after_fork() -> None:
+    for run in list(_live_runs):
+        run._sender.restart_after_fork()
+
+
+class Run:
+    """A run on the tracker, seen from a training process. Create it with :func:`sdk.init`.
+
+    Decisions arrive in the answer to each batch the sender posts; the monitored metric is posted at once,
+    so ``should_stop()`` turns true a round trip after the ``log`` that triggered the stop (it may be one
+    flush late: use :meth:`decision` for the verdict on an exact step).
+    """
+
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        create_body: dict[str, Any],
+        monitor: str | None,
+        rank: int = 0,
+        flush_interval: float = 0.5,
+        max_pending: int = 100_000,
+        exit_timeout: float = 10.0,
+    ) -> None:
+        self._transport = transport
+        self.monitor = monitor
+        self.rank = rank
+        self.exit_timeout = exit_timeout
+        self.info: dict[str, Any] = {}
+        self._latest: Decision = CONTINUE
+        self._stop: Decision | None = None
+        self._checkpoint: Decision | None = None
+        self._checkpoint_taken = 0
+        self._next_step = 0
+        self._finished = False
+        self._lock = threading.Lock()
+        self._sender = Sender(
+            transport,
+            create_body=create_body,
+            monitor=monitor,
+            rank=rank,
+            on_created=self._on_created,
+            on_decision=self._on_decision,
+            flush_interval=flush_interval,
+            max_pending=max_pending,
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+
+    def _start(self, wait: float) -> None:
+        _install_process_hooks()
+        _live_runs.add(self)
+        self._sender.start()
+        if not self._sender.created.wait(wait):
+            logger.warning(
+                "plateau: no answer from the tracker at %s within %.1fs; training goes on and the run "
+                "is created when it answers",
+                self._transport.url,
+                wait,
+            )
+        if self._sender.create_error is not None:
+            error = self._sender.create_error
+            self._close_quietly()
+            raise ValueError(f"the tracker refused this run: {error}")
+
+    @property
+    def id(self) -> int | None:
+        """The tracker's id for this run; None until the tracker has answered."""
+        return self._sender.run_id
+
+    def _on_created(self, created: dict[str, Any]) -> None:
+        self.info = created
+        decision = created.get("decision")
+        if isinstance(decision, dict):
+            self._on_decision(Decision.from_json(decision))
+
+    def _on_decision(self, decision: Decision) -> None:
+        with self._lock:
+            if decision.seq < self._latest.seq:
+                return
+            self._latest = decision
+            if decision.stop and self._stop is None:
+                self._stop = decision
+            elif decision.checkpoint:
+                self._checkpoint = decision
+
+    # --- the training loop's calls ------------------------------------------------------------------
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Queue ``metrics`` at ``step`` (the previous step + 1 when omitted). Never blocks, never raises."""
+        try:
+            if step is None:
+                step = self._next_step
+            self._next_step = step + 1
+            self._sender.submit(step, metrics)
+        except Exception:  # the loop must go on whatever the user passed
+            logger.warning("plateau: could not queue %r at step %r", metrics, step, exc_info=True)
+
+    def should_stop(self) -> bool:
+        """True once the tracker has decided this run should stop. Reads memory only."""
+        return self._stop is not None
+
+    def should_checkpoint(self) -> bool:
+        """True once per new best the tracker has reported since the last call; see :attr:`latest` for
+        the step it is about."""
+        checkpoint = self._checkpoint
+        if checkpoint is None or checkpoint.seq <= self._checkpoint_taken:
+            return False
+        self._checkpoint_taken = checkpoint.seq
+        return True
+
+    @property
+    def latest(self) -> Decision:
+        """The newest decision received; the stop decision once there is one."""
+        return self._stop or self._latest
+
+    def decision(self, step: int, timeout: float = 30.0) -> Decision:
+        """Flush, then wait up to ``timeout`` seconds for the tracker's verdict on exactly ``step``.
+
+        Blocks by design (for strict loops and tests). On timeout or when the tracker is away it returns
+        the latest decision it has, with ``judged=False``; it never raises.
+        """
+        deadline = time.monotonic() + timeout
+        self._sender.flush(timeout)
+        run_id = self.id
+        if run_id is None:
+            return self._unjudged()
+        try:
+            decision = self._transport.get_decision(
+                run_id, step=step, wait=max(0.0, deadline - time.monotonic())
+            )
+        except (RetryableError, RejectedError) as exc:
+            logger.warning("plateau: could not get the decision for step %d: %s", step, exc)
+            return self._unjudged()
+        self._on_decision(decision)
+        return decision
+
+    def _unjudged(self) -> Decision:
+        latest = self.latest
+        return Decision(**{**latest.__dict__, "judged": False})
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Send everything logged so far; False if ``timeout`` ran out first."""
+        return self._sender.flush(timeout)
+
+    def finish(self, status: str | None = None, timeout: float = 10.0) -> int:
+        """Flush (up to ``timeout`` seconds), mark the run ended, stop the sender.
+
+        ``status`` defaults to ``stopped`` when the tracker decided to stop, else ``finished``. Returns the
+        number of points that could not be sent. Calling it again does nothing.
+        """
+        with self._lock:
+            if self._finished:
+                return 0
+            self._finished = True
+        deadline = time.monotonic() + timeout
+        left = self._sender.close(timeout)
+        status = status or ("stopped" if self.should_stop() else "finished")
+        run_id = self.id
+        if run_id is not None:
+            try:
+                self._transport.finish_run(run_id, status, timeout=max(0.5, deadline - time.monotonic()))
+            except (RetryableError, RejectedError) as exc:
+                logger.warning("plateau: could not mark run %d %s: %s", run_id, status, exc)
+        if left:
+            logger.warning("plateau: %d points of run %s could not be sent before the deadline", left, run_id)
+        if self._sender.dropped_points:
+            logger.warning("plateau: %d points were dropped (send queue full)", self._sender.dropped_points)
+        _live_runs.discard(self)
+        self._transport.close()
+        return left
+
+    def _close_quietly(self) -> None:
+        self._finished = True
+        self._sender.close(0.0)
+        _live_runs.discard(self)
+        self._transport.close()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.finish("failed" if exc_type is not None and exc_type is not KeyboardInterrupt else None)
+
+
+def init(
+    project: str,
+    experiment: str = "default",
+    name: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    monitor: str | None = None,
+    mode: str = "min",
+    rules: Sequence[Mapping[str, Any]] | None = None,
+    url: str | None = None,
+    *,
+    run_key: str | None = None,
+    tags: Sequence[str] = (),
+    rank: int | None = None,
+    world_size: int = 1,
+    wait: float = 5.0,
+    flush_interval: float = 0.5,
+    max_pending: int = 100_000,
+    exit_timeout: float = 10.0,
+) -> Run:
+    """Start (or join, with ``run_key``) a run on the tracker and return it.
+
+    ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
+    omitted: patience 5, checkpoint on a new best, stop on NaN/inf); with no ``monitor`` nothing is judged.
+    The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765. ``init`` waits up to
+    ``wait`` seconds for the tracker; if it is away, training goes on and the run is created later. A
+    policy the tracker refuses raises ``ValueError`` here, before training starts.
+    """
+    body: dict[str, Any] = {
+        "project": project,
+        "experiment": experiment,
+        "run_key": run_key or uuid.uuid4().hex,
+        "config": dict(config or {}),
+        "tags": list(tags),
+        "world_size": world_size,
+    }
+    if name is not None:
+        body["name"] = name
+    if monitor is not None:
+        policy: dict[str, Any] = {"monitor": monitor, "mode": mode}
+        if rules is not None:
+            policy["rules"] = [dict(rule) for rule in rules]
+        body["policy"] = policy
+    if rank is None:
+        rank = int(os.environ.get("RANK", "0") or 0)
+    transport = Transport(url or os.environ.get("PLATEAU_URL") or DEFAULT_URL)
+    run = Run(
+        transport=transport,
+        create_body=body,
+        monitor=monitor,
+        rank=rank,
+        flush_interval=flush_interval,
+        max_pending=max_pending,
+        exit_timeout=exit_timeout,
+    )
+    run._start(wait)
+    return run

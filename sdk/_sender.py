@@ -1,0 +1,267 @@
+"""The background sender: one daemon thread that batches logged metrics and posts them to the tracker.
+
+The training loop only appends to a bounded deque (``submit``); everything slow happens here. The thread
+wakes when the monitored metric is logged (so decisions are not held back), when a batch is full, on a
+flush, or every ``flush_interval`` seconds. A batch that fails with a retryable error is kept, with its
+``batch_id``, and sent again after a capped, jittered exponential backoff; the tracker applies it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sdk._decision import Decision
+from sdk._transport import RejectedError, RetryableError, Transport
+
+logger = logging.getLogger("plateau")
+
+Record = tuple[int, float, dict[str, Any]]  # (step, wall_time, metrics)
+
+
+@dataclass
+class _Marker:
+    """Put in the queue by ``flush``; set once everything before it has been sent (or given up on)."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class _Batch:
+    batch_id: str
+    points: list[dict[str, Any]]
+    markers: list[_Marker]
+
+
+def _to_float(value: Any) -> float:
+    # float() covers int, float, bool, numpy scalars and one-element torch tensors.
+    return float(value)
+
+
+class Sender:
+    """Owns the queue, the thread, and the run's creation on the tracker."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        create_body: dict[str, Any],
+        monitor: str | None,
+        rank: int,
+        on_created: Callable[[dict[str, Any]], None],
+        on_decision: Callable[[Decision], None],
+        max_pending: int = 100_000,
+        batch_points: int = 2_000,
+        flush_interval: float = 0.5,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self._transport = transport
+        self._create_body = create_body
+        self._monitor = monitor
+        self._rank = rank
+        self._on_created = on_created
+        self._on_decision = on_decision
+        self._max_pending = max_pending
+        self._batch_points = batch_points
+        # A batch is full when its records hold about batch_points points; records hold ~10 keys at most.
+        self._wake_records = max(1, batch_points // 4)
+        self._flush_interval = flush_interval
+        self._max_backoff = max_backoff
+        self.run_id: int | None = None
+        self.created = threading.Event()
+        self.create_error: str | None = None
+        self.dropped_points = 0
+        self.rejected_points = 0
+        self._warned: set[str] = set()
+        self._reset_threading()
+
+    def _reset_threading(self) -> None:
+        self._pending: deque[Record | _Marker] = deque()
+        self._inflight: _Batch | None = None
+        self._wake = threading.Event()
+        self._abandon = threading.Event()
+        self._closing = False
+        self._failures = 0
+        self._thread = threading.Thread(target=self._loop, name="plateau-sender", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def restart_after_fork(self) -> None:
+        """In a forked child the thread is gone: start afresh, without the parent's unsent records."""
+        self._reset_threading()
+        if self.run_id is not None:
+            self._thread.start()
+
+    # --- called from the training loop: must be fast and never raise -------------------------------
+
+    def submit(self, step: int, metrics: Mapping[str, Any]) -> None:
+        pending = self._pending
+        if len(pending) >= self._max_pending:
+            self.dropped_points += len(metrics)
+            self._warn_once("full", "plateau: the send queue is full; dropping points (is the tracker down?)")
+            return
+        pending.append((step, time.time(), dict(metrics)))
+        if self._monitor in metrics or len(pending) >= self._wake_records:
+            self._wake.set()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything logged before this call is sent; False if ``timeout`` ran out first."""
+        if not self._thread.is_alive():
+            return not self._pending and self._inflight is None
+        marker = _Marker()
+        self._pending.append(marker)
+        self._wake.set()
+        return marker.done.wait(max(0.0, timeout))
+
+    def close(self, timeout: float) -> int:
+        """Flush with a deadline, then stop the thread. Returns how many points were left unsent."""
+        self._closing = True
+        self.flush(timeout)
+        self._abandon.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1.0)
+        return self.unsent_points()
+
+    def unsent_points(self) -> int:
+        left = sum(len(r[2]) for r in list(self._pending) if not isinstance(r, _Marker))
+        return left + (len(self._inflight.points) if self._inflight else 0)
+
+    # --- the thread ---------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._abandon.is_set():
+            self._wake.wait(self._flush_interval)
+            self._wake.clear()
+            try:
+                if self._ensure_run():
+                    self._drain()
+            except Exception:  # a bug here must not kill the thread and silently stop sending
+                logger.exception("plateau: unexpected error in the sender thread")
+                self._abandon.wait(1.0)
+
+    def _ensure_run(self) -> bool:
+        if self.run_id is not None:
+            return True
+        if self.create_error is not None:
+            self._discard_pending()
+            return False
+        try:
+            created = self._transport.create_run(self._create_body)
+        except RetryableError as exc:
+            self._backoff("create", exc)
+            return False
+        except RejectedError as exc:
+            self.create_error = str(exc)
+            logger.error("plateau: the tracker refused to create the run: %s", exc)
+            self.created.set()
+            return False
+        self.run_id = int(created["id"])
+        self._on_created(created)
+        self.created.set()
+        self._recovered()
+        return True
+
+    def _drain(self) -> None:
+        assert self.run_id is not None
+        while not self._abandon.is_set():
+            batch = self._inflight or self._take_batch()
+            if batch is None:
+                return
+            self._inflight = batch
+            if batch.points:
+                try:
+                    decision = self._transport.send_points(self.run_id, batch.batch_id, batch.points)
+                except RetryableError as exc:
+                    self._backoff("send", exc)
+                    return
+                except RejectedError as exc:
+                    self.rejected_points += len(batch.points)
+                    logger.error("plateau: the tracker rejected %d points: %s", len(batch.points), exc)
+                else:
+                    self._recovered()
+                    self._on_decision(decision)
+            self._inflight = None
+            for marker in batch.markers:
+                marker.done.set()
+
+    def _take_batch(self) -> _Batch | None:
+        points: list[dict[str, Any]] = []
+        markers: list[_Marker] = []
+        pending = self._pending
+        while pending and len(points) < self._batch_points:
+            item = pending.popleft()
+            if isinstance(item, _Marker):
+                markers.append(item)
+                break
+            self._append_points(points, item)
+        if not points and not markers:
+            return None
+        return _Batch(uuid.uuid4().hex, points, markers)
+
+    def _append_points(self, points: list[dict[str, Any]], record: Record) -> None:
+        step, wall_time, metrics = record
+        try:
+            step = operator.index(step)
+            if step < 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            self._warn_once("step", f"plateau: step must be a whole number >= 0, got {step!r}; dropped")
+            return
+        for key, value in metrics.items():
+            try:
+                number = _to_float(value)
+            except (TypeError, ValueError):
+                self._warn_once(
+                    f"value:{key}", f"plateau: {key!r} = {value!r} is not a number; its points are dropped"
+                )
+                continue
+            if not isinstance(key, str) or not key:
+                self._warn_once("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
+                continue
+            points.append(
+                {"key": key, "step": step, "value": number, "rank": self._rank, "wall_time": wall_time}
+            )
+
+    def _discard_pending(self) -> None:
+        while self._pending:
+            item = self._pending.popleft()
+            if isinstance(item, _Marker):
+                item.done.set()
+            else:
+                self.rejected_points += len(item[2])
+
+    def _backoff(self, what: str, exc: RetryableError) -> None:
+        self._failures += 1
+        self._warn_once(
+            "unreachable",
+            f"plateau: cannot reach the tracker at {self._transport.url} ({exc}); training goes on, "
+            "points are kept and sent when it is back",
+        )
+        delay = min(self._max_backoff, 0.25 * 2 ** min(self._failures - 1, 10))
+        delay *= random.uniform(0.5, 1.0)
+        if exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, self._max_backoff))
+        logger.debug("plateau: %s failed (%s); retrying in %.2fs", what, exc, delay)
+        self._abandon.wait(delay if math.isfinite(delay) else self._max_backoff)
+
+    def _recovered(self) -> None:
+        if self._failures:
+            logger.warning("plateau: the tracker at %s is reachable again", self._transport.url)
+            self._warned.discard("unreachable")
+        self._failures = 0
+
+    def _warn_once(self, topic: str, message: str) -> None:
+        if topic not in self._warned:
+            self._warned.add(topic)
+            logger.warning(message)
