@@ -1,0 +1,76 @@
+"""``plateau demo``: real models trained under Plateau's early stopping, with a summary table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tracker.config import Settings
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(out)
+
+
+def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, patience: int = 5) -> int:
+    """Train the demo trials against a tracker and print what Plateau decided. Returns an exit code."""
+    try:
+        from tracker.demo._train import TRIALS, load_split, train_one
+    except ImportError as exc:
+        print(
+            f"plateau demo needs the torch extra ({exc.name} is missing): "
+            "pip install torch==2.13.0 'plateau-tracker[torch]'",
+            file=sys.stderr,
+        )
+        return 2
+    from tracker.demo._server import tracker_for_demo
+
+    checkpoint_dir = Path(settings.home).expanduser() / "demo" / "checkpoints"
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    split = load_split(seed)
+    with tracker_for_demo(settings, url) as tracker_url:
+        print(f"tracker: {tracker_url}  (checkpoints in {checkpoint_dir})")
+        print(
+            f"training {len(TRIALS)} models on digits, budget {epochs} epochs, monitor val/loss, "
+            f"patience {patience}\n",
+            flush=True,
+        )
+        outcomes = []
+        for index, trial in enumerate(TRIALS):
+            outcome = train_one(
+                trial,
+                split,
+                url=tracker_url,
+                budget=epochs,
+                seed=seed + index,
+                checkpoint_dir=checkpoint_dir,
+                patience=patience,
+            )
+            print(
+                f"  {outcome.name}: {outcome.epochs_run}/{outcome.budget} epochs, {outcome.seconds:.1f}s",
+                flush=True,
+            )
+            outcomes.append(outcome)
+    rows = [
+        [
+            f"{o.name} (#{o.run_id})",
+            f"{o.epochs_run}/{o.budget}",
+            "-" if o.best_epoch is None else str(o.best_epoch),
+            "-" if o.best_val_loss is None else f"{o.best_val_loss:.4f}",
+            "-" if o.best_val_acc is None else f"{o.best_val_acc:.4f}",
+            f"{o.test_acc:.4f}" + (" (restored best)" if o.restored else ""),
+            o.reason,
+        ]
+        for o in outcomes
+    ]
+    headers = ["run", "epochs", "best epoch", "best val loss", "val acc", "test acc", "why it stopped"]
+    print()
+    print(_table(rows, headers))
+    saved = sum(o.budget - o.epochs_run for o in outcomes)
+    total = sum(o.budget for o in outcomes)
+    print(f"\nepochs saved by early stopping: {saved} of {total} ({100 * saved / total:.0f}%)")
+    return 0
