@@ -106,7 +106,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
 def train_one(
     trial: Trial, split: Split, *, url: str, budget: int, seed: int, checkpoint_dir: Path, patience: int
 ) -> Outcome:
-    """Train ``trial`` for up to ``budget`` epochs, obeying the tracker: save on checkpoint, restore on stop."""
+    """Train ``trial`` for up to ``budget`` epochs; save on checkpoint, restore the best on stop."""
     torch.manual_seed(seed)
     model = build_model(trial)
     optimizer = _optimizer(trial, model)
@@ -136,7 +136,7 @@ def train_one(
             batch = order[start : start + trial.batch_size]
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(split.x_train[batch]), split.y_train[batch])
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             total += loss.item() * len(batch)
         val_loss, val_acc = evaluate(model, split.x_val, split.y_val)
