@@ -1,0 +1,74 @@
+"""Shared fixtures: a real tracker process on SQLite, an HTTP client, a scratch PostgreSQL database."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from tests._server import TrackerProcess
+
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(scope="session")
+def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackerProcess]:
+    process = TrackerProcess(tmp_path_factory.mktemp("tracker-home"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def client(tracker: TrackerProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=tracker.url, timeout=30) as http:
+        yield http
+
+
+def create_run(client: httpx.Client, policy: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"project": "tests", "experiment": "e", **fields}
+    if policy is not None:
+        body["policy"] = policy
+    response = client.post("/api/v1/runs", json=body)
+    assert response.status_code == 201, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    """The admin URL of a reachable PostgreSQL (``PLATEAU_TEST_POSTGRES_URL``, else the local default)."""
+    explicit = os.environ.get("PLATEAU_TEST_POSTGRES_URL")
+    url = explicit or DEFAULT_POSTGRES_URL
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 3})
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:  # any failure to connect means: no server here
+        if explicit:  # asked for by name: failing to reach it is an error, not a skip
+            raise
+        pytest.skip(f"no PostgreSQL reachable at {make_url(url).render_as_string()} ({type(exc).__name__}); "
+                    "set PLATEAU_TEST_POSTGRES_URL to run these tests")
+    return url
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh, empty database on the PostgreSQL server, dropped afterwards."""
+    name = f"plateau_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(postgres_server_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

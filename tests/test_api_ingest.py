@@ -1,0 +1,159 @@
+"""Ingest: idempotent batches, duplicates, bad input refused with the field named and nothing written."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import create_run
+
+POLICY = {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]}
+
+
+def ingest(client: httpx.Client, run_id: int, batch_id: str, points: list[dict]) -> httpx.Response:
+    return client.post(f"/api/v1/runs/{run_id}/metrics", json={"batch_id": batch_id, "points": points})
+
+
+def stored_steps(client: httpx.Client, run_id: int, key: str = "loss") -> list[int]:
+    response = client.get(f"/api/v1/runs/{run_id}/history", params={"key": key})
+    if response.status_code == 404:
+        return []
+    return [p["step"] for p in response.json()["points"]]
+
+
+def test_replayed_batch_is_acknowledged_and_not_applied_twice(client: httpx.Client) -> None:
+    run = create_run(client, POLICY)
+    points = [{"key": "loss", "step": s, "value": v} for s, v in enumerate([1.0, 2.0, 3.0])]
+    first = ingest(client, run["id"], "batch-1", points).json()
+    again = ingest(client, run["id"], "batch-1", points).json()
+    assert (first["accepted"], first["duplicates"], first["replayed"]) == (3, 0, False)
+    assert (again["accepted"], again["duplicates"], again["replayed"]) == (0, 3, True)
+    assert again["decision"] == first["decision"]
+    decisions = client.get(f"/api/v1/runs/{run['id']}/decisions").json()
+    assert decisions["count"] == 1  # the stop at step 2, recorded once
+    assert stored_steps(client, run["id"]) == [0, 1, 2]
+
+
+def test_a_point_logged_twice_keeps_its_first_value(client: httpx.Client) -> None:
+    run = create_run(client)
+    ingest(client, run["id"], "a", [{"key": "loss", "step": 0, "value": 1.0}])
+    answer = ingest(
+        client, run["id"], "b", [{"key": "loss", "step": 0, "value": 9.0}, {"key": "loss", "step": 1, "value": 2.0}]
+    ).json()
+    assert (answer["accepted"], answer["duplicates"]) == (1, 1)
+    page = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()
+    assert [p["value"] for p in page["points"]] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("points", "loc"),
+    [
+        ([{"key": "loss", "step": 0, "value": "abc"}], ["body", "points", 0, "value"]),
+        ([{"key": "loss", "step": 0, "value": True}], ["body", "points", 0, "value"]),
+        ([{"key": "loss", "step": 0, "value": "1.5"}], ["body", "points", 0, "value"]),
+        ([{"key": "loss", "step": 0, "value": None}], ["body", "points", 0, "value"]),
+        ([{"key": "loss", "step": 0, "value": 1.0}, {"key": "loss", "step": -1, "value": 1.0}], ["body", "points", 1, "step"]),
+        ([{"key": "loss", "step": 1.5, "value": 1.0}], ["body", "points", 0, "step"]),
+        ([{"key": "", "step": 0, "value": 1.0}], ["body", "points", 0, "key"]),
+        ([{"key": "loss", "step": 0}], ["body", "points", 0, "value"]),
+        ([{"key": "loss", "step": 0, "value": 1.0, "rank": -1}], ["body", "points", 0, "rank"]),
+        ([{"key": "loss", "step": 0, "value": 1.0, "colour": "red"}], ["body", "points", 0, "colour"]),
+    ],
+)
+def test_bad_points_are_refused_with_the_field_named_and_nothing_written(
+    client: httpx.Client, points: list[dict], loc: list
+) -> None:
+    run = create_run(client, POLICY)
+    response = ingest(client, run["id"], "bad", [{"key": "loss", "step": 5, "value": 1.0}, *points])
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    shifted = [*loc[:2], loc[2] + 1, *loc[3:]]  # the good point is first
+    assert any(d["loc"] == shifted for d in detail), detail
+    assert stored_steps(client, run["id"]) == []
+    # The refused batch id was not recorded: the same id with good points is applied.
+    retry = ingest(client, run["id"], "bad", [{"key": "loss", "step": 5, "value": 1.0}]).json()
+    assert retry["accepted"] == 1
+
+
+def test_unknown_run_is_404_and_names_it(client: httpx.Client) -> None:
+    response = ingest(client, 987654, "x", [{"key": "loss", "step": 0, "value": 1.0}])
+    assert response.status_code == 404
+    assert "run 987654" in response.json()["detail"]
+    assert client.get("/api/v1/runs/987654").status_code == 404
+    assert client.get("/api/v1/runs/987654/decision").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ("{not json", ["body", 1]),
+        ("[]", ["body"]),
+        ('{"points": []}', ["body", "batch_id"]),
+        ('{"batch_id": "x"}', ["body", "points"]),
+        ('{"batch_id": "x", "points": {"key": "loss"}}', ["body", "points"]),
+    ],
+)
+def test_malformed_bodies_are_refused(client: httpx.Client, body: str, loc: list) -> None:
+    run = create_run(client)
+    response = client.post(
+        f"/api/v1/runs/{run['id']}/metrics", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == loc
+
+
+def test_non_integer_run_id_is_refused(client: httpx.Client) -> None:
+    response = ingest(client, "abc", "x", [])  # type: ignore[arg-type]
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["path", "run_id"]
+
+
+def test_oversized_body_is_refused_before_reading(client: httpx.Client) -> None:
+    run = create_run(client)
+    response = client.post(
+        f"/api/v1/runs/{run['id']}/metrics",
+        content=b"{" + b" " * (33 * 1024 * 1024) + b"}",
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 413
+
+
+def test_bad_policy_is_refused_with_the_field_named(client: httpx.Client) -> None:
+    response = client.post(
+        "/api/v1/runs",
+        json={"project": "tests", "policy": {"monitor": "loss", "rules": [{"rule": "patience", "patience": 0}]}},
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "policy", "rules", 0, "patience", "patience"]
+    bad_mode = client.post("/api/v1/runs", json={"project": "tests", "policy": {"monitor": "loss", "mode": "up"}})
+    assert bad_mode.json()["detail"][0]["loc"] == ["body", "policy", "mode"]
+
+
+def test_run_key_joins_the_same_run(client: httpx.Client) -> None:
+    first = client.post("/api/v1/runs", json={"project": "tests", "experiment": "j", "run_key": "job-42"})
+    second = client.post("/api/v1/runs", json={"project": "tests", "experiment": "j", "run_key": "job-42"})
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert second.json()["joined"] is True
+    elsewhere = client.post("/api/v1/runs", json={"project": "tests", "experiment": "k", "run_key": "job-42"})
+    assert elsewhere.status_code == 409
+
+
+def test_list_get_and_finish(client: httpx.Client) -> None:
+    run = create_run(client, POLICY, experiment="listing", name="alpha", config={"lr": 0.1})
+    listed = client.get("/api/v1/runs", params={"project": "tests", "experiment": "listing"}).json()
+    assert [r["id"] for r in listed["data"]] == [run["id"]]
+    assert listed["data"][0]["config"] == {"lr": 0.1}
+    finished = client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"}).json()
+    assert finished["status"] == "stopped"
+    assert finished["ended_at"] is not None
+    assert client.get("/api/v1/runs", params={"status": "stopped", "experiment": "listing"}).json()["count"] == 1
+    bad = client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "exploded"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["body", "status"]
+
+
+def test_openapi_document_is_served(client: httpx.Client) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/api/v1/runs/{run_id}/metrics" in paths
+    assert client.get("/docs").status_code == 200
