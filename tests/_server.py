@@ -22,9 +22,11 @@ def free_port() -> int:
 class TrackerProcess:
     """Starts ``plateau serve`` and waits for its health check; ``stop()`` terminates it."""
 
-    def __init__(self, home: Path, *, workers: int = 1, database_url: str | None = None) -> None:
+    def __init__(
+        self, home: Path, *, workers: int = 1, database_url: str | None = None, port: int | None = None
+    ) -> None:
         self.home = home
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / f"tracker-{self.port}.log"
         command = [sys.executable, "-m", "tracker", "serve", "--port", str(self.port), "--home", str(home)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,8 +53,10 @@ def postgres_server_url() -> str:
     except Exception as exc:  # any failure to connect means: no server here
         if explicit:  # asked for by name: failing to reach it is an error, not a skip
             raise
-        pytest.skip(f"no PostgreSQL reachable at {make_url(url).render_as_string()} ({type(exc).__name__}); "
-                    "set PLATEAU_TEST_POSTGRES_URL to run these tests")
+        pytest.skip(
+            f"no PostgreSQL reachable at {make_url(url).render_as_string()} ({type(exc).__name__}); "
+            "set PLATEAU_TEST_POSTGRES_URL to run these tests"
+        )
     return url
 
 

@@ -38,7 +38,10 @@ def test_a_point_logged_twice_keeps_its_first_value(client: httpx.Client) -> Non
     run = create_run(client)
     ingest(client, run["id"], "a", [{"key": "loss", "step": 0, "value": 1.0}])
     answer = ingest(
-        client, run["id"], "b", [{"key": "loss", "step": 0, "value": 9.0}, {"key": "loss", "step": 1, "value": 2.0}]
+        client,
+        run["id"],
+        "b",
+        [{"key": "loss", "step": 0, "value": 9.0}, {"key": "loss", "step": 1, "value": 2.0}],
     ).json()
     assert (answer["accepted"], answer["duplicates"]) == (1, 1)
     page = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()
@@ -52,7 +55,10 @@ def test_a_point_logged_twice_keeps_its_first_value(client: httpx.Client) -> Non
         ([{"key": "loss", "step": 0, "value": True}], ["body", "points", 0, "value"]),
         ([{"key": "loss", "step": 0, "value": "1.5"}], ["body", "points", 0, "value"]),
         ([{"key": "loss", "step": 0, "value": None}], ["body", "points", 0, "value"]),
-        ([{"key": "loss", "step": 0, "value": 1.0}, {"key": "loss", "step": -1, "value": 1.0}], ["body", "points", 1, "step"]),
+        (
+            [{"key": "loss", "step": 0, "value": 1.0}, {"key": "loss", "step": -1, "value": 1.0}],
+            ["body", "points", 1, "step"],
+        ),
         ([{"key": "loss", "step": 1.5, "value": 1.0}], ["body", "points", 0, "step"]),
         ([{"key": "", "step": 0, "value": 1.0}], ["body", "points", 0, "key"]),
         ([{"key": "loss", "step": 0}], ["body", "points", 0, "value"]),
@@ -121,11 +127,16 @@ def test_oversized_body_is_refused_before_reading(client: httpx.Client) -> None:
 def test_bad_policy_is_refused_with_the_field_named(client: httpx.Client) -> None:
     response = client.post(
         "/api/v1/runs",
-        json={"project": "tests", "policy": {"monitor": "loss", "rules": [{"rule": "patience", "patience": 0}]}},
+        json={
+            "project": "tests",
+            "policy": {"monitor": "loss", "rules": [{"rule": "patience", "patience": 0}]},
+        },
     )
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "policy", "rules", 0, "patience", "patience"]
-    bad_mode = client.post("/api/v1/runs", json={"project": "tests", "policy": {"monitor": "loss", "mode": "up"}})
+    bad_mode = client.post(
+        "/api/v1/runs", json={"project": "tests", "policy": {"monitor": "loss", "mode": "up"}}
+    )
     assert bad_mode.json()["detail"][0]["loc"] == ["body", "policy", "mode"]
 
 
@@ -147,7 +158,9 @@ def test_list_get_and_finish(client: httpx.Client) -> None:
     finished = client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"}).json()
     assert finished["status"] == "stopped"
     assert finished["ended_at"] is not None
-    assert client.get("/api/v1/runs", params={"status": "stopped", "experiment": "listing"}).json()["count"] == 1
+    assert (
+        client.get("/api/v1/runs", params={"status": "stopped", "experiment": "listing"}).json()["count"] == 1
+    )
     bad = client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "exploded"})
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["body", "status"]

@@ -46,16 +46,25 @@ def test_patience_table_through_the_server(client: httpx.Client, case: Case) -> 
 
 
 def test_whole_curve_in_one_batch_is_judged_in_step_order(client: httpx.Client) -> None:
-    run = create_run(client, {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]})
-    points = [{"key": "loss", "step": s, "value": v} for s, v in reversed(list(enumerate([3.0, 2.0, 2.5, 2.5, 1.0])))]
-    answer = client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "one", "points": points}).json()
+    run = create_run(
+        client, {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]}
+    )
+    points = [
+        {"key": "loss", "step": s, "value": v}
+        for s, v in reversed(list(enumerate([3.0, 2.0, 2.5, 2.5, 1.0])))
+    ]
+    answer = client.post(
+        f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "one", "points": points}
+    ).json()
     assert answer["accepted"] == 5
     assert answer["decision"]["action"] == "stop"
     assert (answer["decision"]["step"], answer["decision"]["best_step"]) == (3, 1)
 
 
 def test_points_of_other_ranks_and_keys_are_not_judged(client: httpx.Client) -> None:
-    run = create_run(client, {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 1}]})
+    run = create_run(
+        client, {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 1}]}
+    )
     points = [
         {"key": "loss", "step": 0, "value": 1.0},
         {"key": "loss", "step": 1, "value": 5.0, "rank": 1},
@@ -66,7 +75,14 @@ def test_points_of_other_ranks_and_keys_are_not_judged(client: httpx.Client) -> 
 
 
 def test_step_exact_decision(client: httpx.Client) -> None:
-    run = create_run(client, {"monitor": "acc", "mode": "max", "rules": [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}]})
+    run = create_run(
+        client,
+        {
+            "monitor": "acc",
+            "mode": "max",
+            "rules": [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}],
+        },
+    )
     for step, value in enumerate([0.5, 0.6, 0.55, 0.55, 0.9]):
         post_point(client, run["id"], "acc", step, value)
     at = {s: client.get(f"/api/v1/runs/{run['id']}/decision", params={"step": s}).json() for s in range(6)}
@@ -109,8 +125,12 @@ def test_long_poll_wakes_on_a_new_decision(client: httpx.Client, tracker) -> Non
 
 def test_nan_and_inf_are_stored_and_returned_faithfully(client: httpx.Client) -> None:
     run = create_run(client)
-    body = '{"batch_id": "x", "points": [{"key": "v", "step": 0, "value": NaN}, {"key": "v", "step": 1, "value": Infinity}, {"key": "v", "step": 2, "value": "-Infinity"}, {"key": "v", "step": 3, "value": 1.5}]}'
-    answer = client.post(f"/api/v1/runs/{run['id']}/metrics", content=body, headers={"content-type": "application/json"})
+    values = ["NaN", "Infinity", '"-Infinity"', "1.5"]  # JSON literals, and the string form
+    points = ", ".join(f'{{"key": "v", "step": {s}, "value": {v}}}' for s, v in enumerate(values))
+    body = f'{{"batch_id": "x", "points": [{points}]}}'
+    answer = client.post(
+        f"/api/v1/runs/{run['id']}/metrics", content=body, headers={"content-type": "application/json"}
+    )
     assert answer.json()["accepted"] == 4
     page = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "v"}).json()
     values = [p["value"] for p in page["points"]]
@@ -124,7 +144,9 @@ def test_history_pages_in_step_order(client: httpx.Client) -> None:
     client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "h", "points": points[::-1]})
     steps, start = [], 0
     while start is not None:
-        page = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss", "start_step": start, "limit": 10}).json()
+        page = client.get(
+            f"/api/v1/runs/{run['id']}/history", params={"key": "loss", "start_step": start, "limit": 10}
+        ).json()
         steps += [p["step"] for p in page["points"]]
         start = page["next_step"]
     assert steps == list(range(25))

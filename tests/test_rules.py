@@ -44,14 +44,18 @@ def test_patience_is_the_founding_rule(values: list[int], k: int, mode: str) -> 
     """min_delta=0, ties="improve": stop at n+k exactly when M(n) > max(M(n+1..n+k)) first holds."""
     signed = [float(v) if mode == "max" else -float(v) for v in values]
     expected = founding_stop(signed, k)
-    evaluation = run_policy(mode, [{"rule": "patience", "patience": k, "ties": "improve"}], [float(v) for v in values])
+    evaluation = run_policy(
+        mode, [{"rule": "patience", "patience": k, "ties": "improve"}], [float(v) for v in values]
+    )
     assert evaluation.stop_step == expected
     if expected is not None:
         assert evaluation.verdicts[-1].best_step == expected - k
 
 
 def test_stop_sentence_and_evidence() -> None:
-    evaluation = run_policy("max", [{"rule": "patience", "patience": 5}], [0.97, 0.9812, 0.95, 0.96, 0.97, 0.98, 0.9812])
+    evaluation = run_policy(
+        "max", [{"rule": "patience", "patience": 5}], [0.97, 0.9812, 0.95, 0.96, 0.97, 0.98, 0.9812]
+    )
     stop = evaluation.verdicts[-1]
     assert stop.reason == "m has not improved on 0.9812 (step 1) for 5 evaluations (patience 5)"
     assert stop.evidence["wait"] == 5
@@ -60,21 +64,29 @@ def test_stop_sentence_and_evidence() -> None:
 
 
 def test_relative_delta_sentence_names_the_margin() -> None:
-    evaluation = run_policy("max", [{"rule": "patience", "patience": 2, "min_delta": 0.05, "relative": True}],
-                            [100, 104, 110, 114, 115])
+    evaluation = run_policy(
+        "max",
+        [{"rule": "patience", "patience": 2, "min_delta": 0.05, "relative": True}],
+        [100, 104, 110, 114, 115],
+    )
     assert "by more than 0.05 x |best|" in evaluation.verdicts[-1].reason
     assert evaluation.verdicts[-1].evidence["threshold"] == pytest.approx(115.5)
 
 
 def test_state_is_small_and_serialisable_whatever_the_length() -> None:
-    evaluation = run_policy("min", [{"rule": "patience", "patience": 10**6}, {"rule": "checkpoint"}],
-                            [math.sin(i) for i in range(5000)])
+    evaluation = run_policy(
+        "min",
+        [{"rule": "patience", "patience": 10**6}, {"rule": "checkpoint"}],
+        [math.sin(i) for i in range(5000)],
+    )
     for state in evaluation.states:
         assert len(repr(state)) < 200
 
 
 def test_rules_are_silent_after_stop() -> None:
-    policy = PolicySpec.model_validate({"monitor": "m", "mode": "min", "rules": [{"rule": "patience", "patience": 1}]})
+    policy = PolicySpec.model_validate(
+        {"monitor": "m", "mode": "min", "rules": [{"rule": "patience", "patience": 1}]}
+    )
     first = evaluate(policy, initial_states(policy), [Observation(0, 1.0, 0), Observation(1, 2.0, 0)])
     assert first.stop_step == 1
     later = evaluate(policy, first.states, [Observation(2, 3.0, 0), Observation(3, 4.0, 0)])

@@ -1,0 +1,209 @@
+"""The SDK against a real tracker, and against no tracker, a hung one, and one that comes back late."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import sdk
+from tests._server import TrackerProcess, free_port
+
+PATIENCE_2 = [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}]
+
+
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+def test_decisions_reach_the_training_loop(tracker: TrackerProcess) -> None:
+    run = sdk.init(project="sdk", monitor="val/acc", mode="max", rules=PATIENCE_2, url=tracker.url)
+    assert run.id is not None
+    run.log({"val/acc": 0.5, "train/loss": 1.0}, step=0)
+    assert wait_for(run.should_checkpoint)
+    assert not run.should_checkpoint()  # once per new best
+    for step, value in [(1, 0.7), (2, 0.6), (3, 0.65)]:
+        run.log({"val/acc": value, "train/loss": 1.0 / (step + 1)}, step=step)
+    assert wait_for(run.should_stop)
+    assert run.latest.action == "stop"
+    assert run.latest.best_step == 1
+    assert run.latest.step == 3
+    assert "has not improved on 0.7 (step 1)" in run.latest.reason
+    assert run.finish() == 0
+    stored = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}").json()
+    assert stored["status"] == "stopped"
+    history = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/history", params={"key": "train/loss"}).json()
+    assert [p["step"] for p in history["points"]] == [0, 1, 2, 3]
+
+
+def test_decision_for_an_exact_step(tracker: TrackerProcess) -> None:
+    with sdk.init(project="sdk", monitor="loss", mode="min", rules=PATIENCE_2, url=tracker.url) as run:
+        actions = []
+        for step, value in enumerate([1.0, 0.5, 0.75, 0.75, 0.1]):
+            run.log({"loss": value}, step=step)
+            decision = run.decision(step=step, timeout=10)
+            assert decision.judged
+            assert decision.step == step
+            actions.append(decision.action)
+            if decision.stop:
+                break
+        assert actions == ["checkpoint", "checkpoint", "continue", "stop"]
+
+
+def test_non_numeric_values_are_dropped_without_raising(tracker: TrackerProcess, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="plateau")
+    with sdk.init(project="sdk", url=tracker.url) as run:
+        run.log({"good": 1.0, "bad": "abc", "obj": object()}, step=0)
+        run.log({"good": 2.0}, step=-3)
+        run.log({"good": 3.0}, step=1)
+        assert run.flush(10)
+        keys = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/keys").json()["keys"]
+        history = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/history", params={"key": "good"}).json()
+    assert keys == ["good"]
+    assert [p["value"] for p in history["points"]] == [1.0, 3.0]
+    assert "'bad' = 'abc' is not a number" in caplog.text
+    assert "step must be a whole number >= 0" in caplog.text
+
+
+def test_context_manager_marks_a_crash_as_failed(tracker: TrackerProcess) -> None:
+    def crash_inside(run: sdk.Run) -> None:
+        with run:
+            run.log({"loss": 1.0})
+            raise RuntimeError("boom")
+
+    run = sdk.init(project="sdk", url=tracker.url)
+    with pytest.raises(RuntimeError, match="boom"):
+        crash_inside(run)
+    assert httpx.get(f"{tracker.url}/api/v1/runs/{run.id}").json()["status"] == "failed"
+
+
+def test_invalid_policy_fails_fast_at_init(tracker: TrackerProcess) -> None:
+    with pytest.raises(ValueError, match="patience"):
+        sdk.init(project="sdk", monitor="loss", rules=[{"rule": "patience", "patience": 0}], url=tracker.url)
+
+
+def _time_logs(run: sdk.Run, count: int) -> list[float]:
+    durations = []
+    for step in range(count):
+        started = time.perf_counter()
+        run.log({"loss": 1.0, "acc": 0.5}, step=step)
+        durations.append(time.perf_counter() - started)
+    return durations
+
+
+def test_log_with_the_server_down_is_fast_and_raises_nothing(caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="plateau")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.perf_counter()
+    run = sdk.init(project="sdk", monitor="loss", url=url, wait=0.3)
+    assert time.perf_counter() - started < 3
+    durations = _time_logs(run, 20_000)
+    # Generous bounds: the point is no network wait in log(), not a speed target (see the benchmarks).
+    assert sum(durations) < 1.0
+    assert sorted(durations)[len(durations) // 2] < 50e-6
+    assert not run.should_stop()
+    started = time.perf_counter()
+    left = run.finish(timeout=0.5)
+    assert time.perf_counter() - started < 3
+    assert left == 40_000
+    assert caplog.text.count("cannot reach the tracker") == 1  # told once, clearly
+
+
+@pytest.fixture
+def hung_server() -> Iterator[str]:
+    """Accepts connections and reads, but never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+                accepted.append(connection)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    listener.close()
+
+
+def test_log_with_a_hung_server_is_fast(hung_server: str) -> None:
+    run = sdk.init(project="sdk", monitor="loss", url=hung_server, wait=0.3)
+    durations = _time_logs(run, 20_000)
+    assert sum(durations) < 1.0
+    started = time.perf_counter()
+    run.finish(timeout=0.5)
+    assert time.perf_counter() - started < 5
+
+
+def test_points_logged_while_the_server_is_away_arrive_when_it_starts(tmp_path: Path) -> None:
+    port = free_port()
+    run = sdk.init(
+        project="sdk", monitor="loss", mode="min", rules=PATIENCE_2, url=f"http://127.0.0.1:{port}", wait=0.2
+    )
+    assert run.id is None
+    for step, value in enumerate([1.0, 0.5, 0.75, 0.75]):
+        run.log({"loss": value}, step=step)
+    server = TrackerProcess(tmp_path, port=port)
+    try:
+        assert wait_for(run.should_stop, timeout=30)
+        assert run.latest.best_step == 1
+        assert run.finish(timeout=10) == 0
+    finally:
+        server.stop()
+
+
+def test_unfinished_run_is_flushed_and_finished_at_exit(tracker: TrackerProcess, tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sdk
+        run = sdk.init(project="sdk", experiment="exit", url={tracker.url!r})
+        for step in range(500):
+            run.log({{"loss": 1.0 / (step + 1)}}, step=step)
+        print(run.id)
+    """)
+    )
+    output = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
+    run_id = int(output.stdout.strip())
+    stored = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}").json()
+    assert stored["status"] == "finished"
+    history = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/history", params={"key": "loss"}).json()
+    assert len(history["points"]) == 500
+
+
+def test_sdk_imports_nothing_from_the_server_side() -> None:
+    code = (
+        "import sys, sdk\n"
+        "heavy = {'tracker', 'fastapi', 'starlette', 'sqlalchemy', 'alembic', 'uvicorn', 'pydantic',\n"
+        "         'torch'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"
+    )
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert output.stdout.strip() == "[]"
