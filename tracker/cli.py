@@ -62,6 +62,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed)
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from tracker.replay.command import run_replay
+
+    return run_replay(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -90,6 +96,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_cmd_demo)
+
+    replay = commands.add_parser("replay", help="apply a stopping policy to recorded curves")
+    replay.add_argument(
+        "policy", help="a JSON or YAML policy file, or a preset: default, default-sweep, median, patience-K"
+    )
+    replay.add_argument("--curves", nargs="*", help="JSON-lines curve files (OPDA schema)")
+    replay.add_argument("--url", default="http://127.0.0.1:8765", help="tracker for --experiment")
+    replay.add_argument("--experiment", help="replay this experiment's stored runs from the tracker")
+    replay.add_argument("--project", help="project of --experiment")
+    replay.add_argument("--metric", default="val", help="the metric the policy watches")
+    replay.add_argument("--score", help="the metric regret is scored on (default: --metric)")
+    replay.add_argument("--mode", choices=["min", "max"], default="max")
+    replay.add_argument("--sweep", action="store_true", help="replay each source as a sweep in arrival order")
+    replay.add_argument("--source", action="append", help="only these sources")
+    replay.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="also score runs whose curve stops before its budget (diverged)",
+    )
+    replay.add_argument("--json", action="store_true")
+    replay.set_defaults(handler=_cmd_replay)
     return parser
 
 

@@ -1,6 +1,6 @@
 """The policy engine: pure rules over the monitored metric, registered by name.
 
-``evaluate(policy, states, observations) -> Evaluation`` is the whole interface; it reads no clock and
+``evaluate(policy, states, observations, ctx) -> Evaluation`` is the whole interface; it reads no clock and
 does no I/O, so rules are tested by tables and replayed over history.
 """
 
@@ -9,22 +9,21 @@ from __future__ import annotations
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._policy import Evaluation, PolicySpec, default_rules, evaluate, initial_states
 from tracker.policy._registry import RULES, RuleSpec, build_rule
-from tracker.policy._types import Action, Mode, Observation, Ties, Verdict, fmt
-from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
-from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
-from tracker.policy.rules._patience import Patience, PatienceParams
+from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ties, Verdict, fmt
+from tracker.policy.rules._checkpoint import CheckpointParams
+from tracker.policy.rules._non_finite import NonFiniteParams
+from tracker.policy.rules._patience import PatienceParams
 
 __all__ = [
     "RULES",
     "Action",
-    "Checkpoint",
     "CheckpointParams",
+    "Cohort",
+    "Context",
     "Evaluation",
     "Mode",
-    "NonFinite",
     "NonFiniteParams",
     "Observation",
-    "Patience",
     "PatienceParams",
     "PolicySpec",
     "Rule",

@@ -1,19 +1,25 @@
-"""The rule interface: a pure function of (parameters, state, observation) -> (state, verdict)."""
+"""The rule interface: a pure function of (parameters, state, observation, context) -> (state, verdict)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from tracker.policy._types import Mode, Observation, Verdict
+from tracker.policy._types import Context, Mode, Observation, Verdict
 
 
 class RuleParams(BaseModel):
-    """Parameters of one rule in a policy. Subclasses add ``rule: Literal[name]`` and their fields."""
+    """Parameters of one rule in a policy. Subclasses add ``rule: Literal[name]`` and their fields.
+
+    ``ema``: judge an exponential moving average of the monitored metric (weight of the newest value,
+    0 < ema <= 1) instead of the raw values. NaN/inf pass through unsmoothed and leave the average as is.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ema: float | None = Field(default=None, gt=0.0, le=1.0)
 
 
 P = TypeVar("P", bound=RuleParams)
@@ -25,19 +31,28 @@ class Rule(ABC, Generic[P]):
 
     ``state`` is a small JSON-serialisable dict, bounded in size whatever the run's length, so the tracker
     can store it in the same transaction as the points that moved it.
+
+    ``guard`` rules (safety and budget limits, cross-run pruning) stop on their own even when the policy
+    combines its convergence rules with ``all``.
     """
 
     name: ClassVar[str]
+    guard: ClassVar[bool] = False
+    stops: ClassVar[bool] = True
 
     def __init__(self, params: P, *, monitor: str, mode: Mode) -> None:
         self.params = params
         self.monitor = monitor
         self.mode = mode
 
+    def required_keys(self) -> tuple[str, ...]:
+        """Metric keys besides the monitored one this rule reads from ``Observation.extras``."""
+        return ()
+
     @abstractmethod
     def initial_state(self) -> State:
         """The state before the first observation."""
 
     @abstractmethod
-    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         """Judge one observation. Must not mutate ``state``; returns the new state and a verdict or None."""

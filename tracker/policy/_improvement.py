@@ -33,3 +33,12 @@ def needed(best: float, *, mode: Mode, min_delta: float, relative: bool) -> floa
     """The value a new point has to pass to count as an improvement (for evidence and sentences)."""
     d = margin(best, min_delta, relative)
     return best + d if mode == "max" else best - d
+
+
+def update_best(
+    best: float | None, best_step: int | None, value: float, step: int, *, mode: Mode
+) -> tuple[float | None, int | None]:
+    """The best finite value and its step after seeing ``value`` (strict: ties keep the earlier step)."""
+    if improves(value, best, mode=mode, min_delta=0.0, relative=False, ties="wait"):
+        return value, step
+    return best, best_step

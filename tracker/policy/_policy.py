@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tracker.policy._base import State
+from tracker.policy._base import Rule, State
 from tracker.policy._registry import RuleSpec, build_rule
-from tracker.policy._types import Mode, Observation, Verdict
+from tracker.policy._types import Context, Mode, Observation, Verdict
 from tracker.policy.rules._checkpoint import CheckpointParams
 from tracker.policy.rules._non_finite import NonFiniteParams
 from tracker.policy.rules._patience import PatienceParams
@@ -25,6 +26,9 @@ class PolicySpec(BaseModel):
     """What to watch and how to judge it: ``{monitor, mode, rules, combine}``.
 
     ``monitor`` is the metric key judged (rank 0's value). Rules run in order on each new step of it.
+    ``combine``: ``any`` stops as soon as one rule says stop; ``all`` stops once every convergence rule has
+    said so (each rule's stop is a vote that stands), while guard rules (non_finite, divergence,
+    threshold, budget, percentile, asha) still stop on their own.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -32,7 +36,24 @@ class PolicySpec(BaseModel):
     monitor: str = Field(min_length=1, max_length=250)
     mode: Mode = "min"
     rules: list[RuleSpec] = Field(default_factory=default_rules, max_length=32)
-    combine: Literal["any"] = Field(default="any", description="any stop rule stops the run")
+    combine: Literal["any", "all"] = "any"
+
+    @model_validator(mode="after")
+    def _rules_fit_the_mode(self) -> PolicySpec:
+        for params in self.rules:
+            if params.rule == "prechelt" and self.mode != "min":
+                raise ValueError(
+                    "rule prechelt needs a validation loss or error to minimise (mode min); "
+                    f"got mode {self.mode!r} for {self.monitor!r}: monitor a loss or 1 - accuracy instead"
+                )
+        return self
+
+    def required_keys(self) -> set[str]:
+        """Metric keys besides ``monitor`` that the rules read."""
+        return {key for rule in self.build() for key in rule.required_keys()}
+
+    def build(self) -> list[Rule[Any]]:
+        return [build_rule(p, monitor=self.monitor, mode=self.mode) for p in self.rules]
 
 
 @dataclass(frozen=True)
@@ -46,29 +67,82 @@ class Evaluation:
 
 
 def initial_states(policy: PolicySpec) -> list[State]:
-    return [build_rule(p, monitor=policy.monitor, mode=policy.mode).initial_state() for p in policy.rules]
+    return [{"s": rule.initial_state(), "ema": None, "vote": None} for rule in policy.build()]
 
 
-def evaluate(policy: PolicySpec, states: Sequence[State], observations: Iterable[Observation]) -> Evaluation:
-    """Run every rule over ``observations`` (in step order) from ``states``; stop at the first stop verdict.
+def _smoothed(
+    alpha: float | None, previous: float | None, obs: Observation
+) -> tuple[Observation, float | None]:
+    if alpha is None or not math.isfinite(obs.value):
+        return obs, previous
+    value = obs.value if previous is None else alpha * obs.value + (1 - alpha) * previous
+    return Observation(obs.step, value, obs.wall_time, obs.extras), value
+
+
+def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict | None:
+    voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard]
+    if not voters or any(states[i]["vote"] is None for i in voters):
+        return None
+    votes = [states[i]["vote"] for i in voters]
+    last = max(votes, key=lambda v: v["step"])
+    return Verdict(
+        action="stop",
+        rule="all",
+        step=step,
+        reason="every convergence rule agrees: " + "; ".join(f"{v['rule']}: {v['reason']}" for v in votes),
+        evidence={"votes": votes},
+        best_step=last["best_step"],
+        best_value=last["best_value"],
+    )
+
+
+def evaluate(
+    policy: PolicySpec,
+    states: Sequence[State],
+    observations: Iterable[Observation],
+    ctx: Context | None = None,
+) -> Evaluation:
+    """Run every rule over ``observations`` (in step order) from ``states``; stop at the first stop.
 
     Pure: no I/O, no clock. ``states`` must be one per rule, as returned by a previous evaluation or by
-    :func:`initial_states`.
+    :func:`initial_states`. ``ctx`` carries the run's planned length and its cohort for cross-run rules.
     """
-    rules = [build_rule(p, monitor=policy.monitor, mode=policy.mode) for p in policy.rules]
+    ctx = ctx or Context()
+    rules = policy.build()
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
-    current: list[dict[str, Any]] = list(states)
+    current: list[dict[str, Any]] = [dict(s) for s in states]
     verdicts: list[Verdict] = []
     last_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
         stop = False
         for index, rule in enumerate(rules):
-            current[index], verdict = rule.observe(current[index], obs)
-            if verdict is not None:
+            wrapper = current[index]
+            seen, ema = _smoothed(rule.params.ema, wrapper["ema"], obs)
+            inner, verdict = rule.observe(wrapper["s"], seen, ctx)
+            current[index] = wrapper = {**wrapper, "s": inner, "ema": ema}
+            if verdict is None:
+                continue
+            if verdict.action != "stop" or policy.combine == "any" or rule.guard:
                 verdicts.append(verdict)
                 stop = stop or verdict.action == "stop"
+            elif wrapper["vote"] is None:
+                current[index] = {
+                    **wrapper,
+                    "vote": {
+                        "rule": verdict.rule,
+                        "step": verdict.step,
+                        "reason": verdict.reason,
+                        "best_step": verdict.best_step,
+                        "best_value": verdict.best_value,
+                    },
+                }
+        if not stop and policy.combine == "all":
+            combined = _combined(rules, current, obs.step)
+            if combined is not None:
+                verdicts.append(combined)
+                stop = True
         if stop:
             return Evaluation(current, verdicts, obs.step, last_step)
     return Evaluation(current, verdicts, None, last_step)

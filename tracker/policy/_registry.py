@@ -8,15 +8,53 @@ from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams
 from tracker.policy._types import Mode
+from tracker.policy.rules._budget import Budget, BudgetParams
 from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
+from tracker.policy.rules._divergence import Divergence, DivergenceParams
+from tracker.policy.rules._forecast import Forecast, ForecastParams
+from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
 from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
+from tracker.policy.rules._overfitting import Overfitting, OverfittingParams
 from tracker.policy.rules._patience import Patience, PatienceParams
+from tracker.policy.rules._plateau import Plateau, PlateauParams
+from tracker.policy.rules._prechelt import Prechelt, PrecheltParams
+from tracker.policy.rules._pruning import Asha, AshaParams, Percentile, PercentileParams
+from tracker.policy.rules._threshold import Threshold, ThresholdParams
 
-RULES: dict[str, type[Rule[Any]]] = {rule.name: rule for rule in (Patience, Checkpoint, NonFinite)}
+RULES: dict[str, type[Rule[Any]]] = {
+    rule.name: rule
+    for rule in (
+        Patience,
+        Checkpoint,
+        NonFinite,
+        Plateau,
+        Threshold,
+        Divergence,
+        Budget,
+        Prechelt,
+        Overfitting,
+        NoProgress,
+        Forecast,
+        Percentile,
+        Asha,
+    )
+}
 
 # Validation picks the parameter model by the "rule" field, so errors name e.g. rules.0.patience.patience.
 RuleSpec = Annotated[
-    PatienceParams | CheckpointParams | NonFiniteParams,
+    PatienceParams
+    | CheckpointParams
+    | NonFiniteParams
+    | PlateauParams
+    | ThresholdParams
+    | DivergenceParams
+    | BudgetParams
+    | PrecheltParams
+    | OverfittingParams
+    | NoProgressParams
+    | ForecastParams
+    | PercentileParams
+    | AshaParams,
     Field(discriminator="rule"),
 ]
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Mode = Literal["min", "max"]
 Action = Literal["continue", "checkpoint", "stop"]
@@ -13,11 +14,36 @@ Ties = Literal["wait", "improve"]
 
 @dataclass(frozen=True)
 class Observation:
-    """One value of the monitored metric at one step. Time comes in as data: rules read no clock."""
+    """The monitored metric at one step, with the other keys rules asked for (``extras``) at that step.
+
+    Time comes in as data: rules read no clock.
+    """
 
     step: int
     value: float
     wall_time: float
+    extras: Mapping[str, float] = field(default_factory=dict)
+
+
+class Cohort(Protocol):
+    """What a cross-run rule may see of the other runs of its experiment."""
+
+    def values_at(self, step: int, *, finished_only: bool) -> list[float]:
+        """The monitored values other runs recorded at exactly ``step``, sorted. ``finished_only``: only
+        runs that ended without being pruned (as Optuna's completed trials)."""
+        ...
+
+    def finished_runs(self) -> int:
+        """How many other runs ended without being pruned."""
+        ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """Facts about the run that are not points: its planned length, and its cohort (None if unknown)."""
+
+    planned_steps: int | None = None
+    cohort: Cohort | None = None
 
 
 @dataclass(frozen=True)
@@ -42,3 +68,8 @@ def fmt(value: float | None) -> str:
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
     return f"{value:.6g}"
+
+
+def better(a: float, b: float, mode: Mode) -> bool:
+    """True when ``a`` is strictly better than ``b`` under ``mode``."""
+    return a > b if mode == "max" else a < b

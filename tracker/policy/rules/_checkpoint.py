@@ -8,7 +8,7 @@ from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import improves
-from tracker.policy._types import Observation, Ties, Verdict, fmt
+from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
 
 
 class CheckpointParams(RuleParams):
@@ -29,11 +29,12 @@ class Checkpoint(Rule[CheckpointParams]):
     """
 
     name = "checkpoint"
+    stops = False
 
     def initial_state(self) -> State:
         return {"best": None, "best_step": None}
 
-    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         if obs.step < p.warmup:
             return state, None

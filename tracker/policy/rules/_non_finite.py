@@ -7,7 +7,7 @@ from typing import Literal
 
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import improves
-from tracker.policy._types import Observation, Verdict, fmt
+from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
 class NonFiniteParams(RuleParams):
@@ -23,11 +23,12 @@ class NonFinite(Rule[NonFiniteParams]):
     """
 
     name = "non_finite"
+    guard = True
 
     def initial_state(self) -> State:
         return {"best": None, "best_step": None, "stopped": False}
 
-    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
             return state, None
         if math.isfinite(obs.value):

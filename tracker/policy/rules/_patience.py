@@ -8,7 +8,7 @@ from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import improves, needed
-from tracker.policy._types import Observation, Ties, Verdict, fmt
+from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
 
 
 class PatienceParams(RuleParams):
@@ -44,7 +44,7 @@ class Patience(Rule[PatienceParams]):
     def initial_state(self) -> State:
         return {"best": None, "best_step": None, "wait": 0, "stopped": False}
 
-    def observe(self, state: State, obs: Observation) -> tuple[State, Verdict | None]:
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         if state["stopped"] or obs.step < p.warmup:
             return state, None

@@ -1,0 +1,61 @@
+"""``budget``: stop at a step limit or a wall-clock limit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._types import Context, Observation, Verdict
+
+
+class BudgetParams(RuleParams):
+    """``max_steps``: stop once the monitored metric is logged at a step >= it. ``max_wall_seconds``: stop
+    once that many seconds have passed since the first judged point (its ``wall_time``)."""
+
+    rule: Literal["budget"] = "budget"
+    max_steps: int | None = Field(default=None, ge=0)
+    max_wall_seconds: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> BudgetParams:
+        if self.max_steps is None and self.max_wall_seconds is None:
+            raise ValueError("budget needs max_steps or max_wall_seconds, got neither")
+        return self
+
+
+class Budget(Rule[BudgetParams]):
+    """A guard: stops on its own under ``combine: all``. Judges every point, NaN included."""
+
+    name = "budget"
+    guard = True
+
+    def initial_state(self) -> State:
+        return {"start": None, "best": None, "best_step": None, "stopped": False}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        if state["stopped"]:
+            return state, None
+        p = self.params
+        start = state["start"] if state["start"] is not None else obs.wall_time
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        state = {**state, "start": start, "best": best, "best_step": best_step}
+        elapsed = obs.wall_time - start
+        if p.max_steps is not None and obs.step >= p.max_steps:
+            reason = f"step {obs.step} reached the step budget {p.max_steps}"
+        elif p.max_wall_seconds is not None and elapsed >= p.max_wall_seconds:
+            reason = f"{elapsed:.0f} s since the first point reached the time budget {p.max_wall_seconds:g} s"
+        else:
+            return state, None
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={"step": obs.step, "elapsed_s": elapsed, **p.model_dump(exclude={"rule", "ema"})},
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

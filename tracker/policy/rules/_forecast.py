@@ -1,0 +1,99 @@
+"""``forecast``: budget-aware stopping by extrapolating the recent trend to the run's planned end."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._stats import trend
+from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy.rules._window import lr_warmup_over, push
+
+
+class ForecastParams(RuleParams):
+    """Stop when even an optimistic extrapolation cannot beat the best by more than ``delta`` by the end.
+
+    Over the last ``window`` points the slope's upper confidence bound (level ``1 - alpha``, batch-means
+    error) is extrapolated to the planned end (``planned_steps``, else what the run declared). With a
+    learning-rate key, the rule waits until the rate has decayed to ``lr_fraction`` of its peak: under a
+    decaying schedule the late, low-rate phase is where curves lift, so a plateau before it is not final.
+    """
+
+    rule: Literal["forecast"] = "forecast"
+    delta: float = Field(default=0.001, ge=0.0, allow_inf_nan=False)
+    window: int = Field(default=10, ge=4, le=1000)
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
+    batches: int = Field(default=3, ge=2, le=50)
+    min_progress: float = Field(default=0.1, ge=0.0, le=1.0)
+    planned_steps: int | None = Field(default=None, ge=1)
+    lr_key: str | None = Field(default=None, min_length=1)
+    lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class Forecast(Rule[ForecastParams]):
+    """Needs a planned length (parameter, or the run's declaration); without one it never stops.
+
+    NaN/inf are left out of the window; silent after it stops.
+    """
+
+    name = "forecast"
+
+    def required_keys(self) -> tuple[str, ...]:
+        return (self.params.lr_key,) if self.params.lr_key else ()
+
+    def initial_state(self) -> State:
+        return {"xs": [], "ys": [], "best": None, "best_step": None, "stopped": False}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        p = self.params
+        if state["stopped"]:
+            return state, None
+        lr = obs.extras.get(p.lr_key) if p.lr_key else None
+        state, _ = lr_warmup_over(state, lr)
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        state = push({**state, "best": best, "best_step": best_step}, obs, p.window)
+        planned = p.planned_steps or ctx.planned_steps
+        if planned is None or best is None or len(state["ys"]) < p.window:
+            return state, None
+        if obs.step < p.min_progress * planned:
+            return state, None
+        if lr is not None and state.get("lr_peak") and lr > p.lr_fraction * state["lr_peak"]:
+            return state, None
+        xs, ys = state["xs"], state["ys"]
+        tr = trend(xs, ys, alpha=p.alpha, batches=p.batches)
+        sign = 1.0 if self.mode == "max" else -1.0
+        # Optimistic: the bound of the slope in the improving direction, never below zero.
+        rate = max(0.0, tr.high if sign > 0 else -tr.low)
+        remaining = max(0, planned - obs.step)
+        level_now = sum(ys) / len(ys) + sign * rate * (obs.step - sum(xs) / len(xs))
+        predicted = level_now + sign * rate * remaining
+        gain = sign * (predicted - best)
+        if gain > p.delta:
+            return state, None
+        reason = (
+            f"{self.monitor} is not expected to beat its best {fmt(best)} (step {best_step}) by more than "
+            f"{p.delta:g} by the planned end (step {planned}): at best {rate:.3g}/step over {remaining} "
+            f"steps reaches {fmt(predicted)}"
+        )
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={
+                "slope": tr.slope,
+                "slope_bound": rate * sign,
+                "remaining_steps": remaining,
+                "predicted_end": predicted,
+                "predicted_gain": gain,
+                "delta": p.delta,
+                "lr": lr,
+                "planned_steps": planned,
+            },
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

@@ -1,0 +1,91 @@
+"""``no_progress``: stop a run that has not started learning once its warm-up is over."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._stats import noise_sigma
+from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy.rules._window import lr_warmup_over, push
+
+
+class NoProgressParams(RuleParams):
+    """Stop when, ``patience`` evaluations after the warm-up, the best value has still not moved from the
+    first value by more than ``delta`` (default: ``noise_factor`` x the run's noise).
+
+    The warm-up is over when the learning rate (key ``lr_key``, if given) has started to fall, at step
+    ``warmup``, and past ``min_progress`` of the run's planned length (when it declared one) — whichever
+    comes last.
+    """
+
+    rule: Literal["no_progress"] = "no_progress"
+    patience: int = Field(default=3, ge=1)
+    delta: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    noise_factor: float = Field(default=3.0, gt=0.0, allow_inf_nan=False)
+    min_progress: float = Field(default=0.0, ge=0.0, le=1.0)
+    lr_key: str | None = Field(default=None, min_length=1)
+    warmup: int = Field(default=0, ge=0)
+
+
+class NoProgress(Rule[NoProgressParams]):
+    """A run stuck where it started (chance accuracy, a loss that never falls) is stopped early; a run that
+    has learned anything is never stopped by this rule. NaN/inf are skipped."""
+
+    name = "no_progress"
+
+    def required_keys(self) -> tuple[str, ...]:
+        return (self.params.lr_key,) if self.params.lr_key else ()
+
+    def initial_state(self) -> State:
+        return {"first": None, "best": None, "best_step": None, "xs": [], "ys": [], "wait": 0, "done": False}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        p = self.params
+        if state["done"]:
+            return state, None
+        lr = obs.extras.get(p.lr_key) if p.lr_key else None
+        state, lr_over = lr_warmup_over(state, lr)
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        first = state["first"] if state["first"] is not None else (best if best is not None else None)
+        state = push({**state, "best": best, "best_step": best_step, "first": first}, obs, 20)
+        if first is None or best is None:
+            return state, None
+        sigma = noise_sigma(state["ys"])
+        delta = p.delta if p.delta is not None else p.noise_factor * sigma
+        gain = best - first if self.mode == "max" else first - best
+        if len(state["ys"]) >= 3 and gain > delta:
+            return {**state, "done": True}, None  # it learns: this rule has nothing more to say
+        planned = ctx.planned_steps
+        past_plan = planned is None or obs.step >= p.min_progress * planned
+        if not (lr_over and past_plan and obs.step >= p.warmup):
+            return state, None
+        wait = state["wait"] + 1
+        state = {**state, "wait": wait}
+        if wait < p.patience:
+            return state, None
+        reason = (
+            f"{self.monitor} has not moved from its first value {fmt(first)} by more than {delta:.3g} "
+            f"(best {fmt(best)} at step {best_step}) for {wait} evaluations after warm-up: it is not learning"
+        )
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={
+                "first": first,
+                "best": best,
+                "gain": gain,
+                "delta": delta,
+                "noise_sigma": sigma,
+                "wait": wait,
+                "lr": lr,
+            },
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "done": True}, verdict

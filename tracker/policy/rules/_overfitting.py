@@ -1,0 +1,81 @@
+"""``overfitting``: validation getting worse while training keeps getting better."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._stats import one_sided_p, trend
+from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
+
+
+class OverfittingParams(RuleParams):
+    """Over the last ``window`` evaluations, the monitored (validation) metric trends worse and the
+    training metric ``train_key`` trends better, each significant at ``alpha`` (one-sided, batch-means
+    error). ``train_mode`` is the training metric's direction (a loss: min)."""
+
+    rule: Literal["overfitting"] = "overfitting"
+    train_key: str = Field(min_length=1)
+    train_mode: Mode = "min"
+    window: int = Field(default=10, ge=4, le=1000)
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
+    batches: int = Field(default=3, ge=2, le=50)
+    warmup: int = Field(default=0, ge=0)
+
+
+class Overfitting(Rule[OverfittingParams]):
+    """Steps where either metric is missing or non-finite are skipped. Silent after it stops."""
+
+    name = "overfitting"
+
+    def required_keys(self) -> tuple[str, ...]:
+        return (self.params.train_key,)
+
+    def initial_state(self) -> State:
+        return {"xs": [], "val": [], "train": [], "best": None, "best_step": None, "stopped": False}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        p = self.params
+        train = obs.extras.get(p.train_key)
+        if state["stopped"] or obs.step < p.warmup or train is None:
+            return state, None
+        if not (math.isfinite(obs.value) and math.isfinite(train)):
+            return state, None
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        xs = [*state["xs"], obs.step][-p.window :]
+        val = [*state["val"], obs.value][-p.window :]
+        trn = [*state["train"], train][-p.window :]
+        state = {**state, "xs": xs, "val": val, "train": trn, "best": best, "best_step": best_step}
+        if len(xs) < p.window:
+            return state, None
+        val_trend = trend(xs, val, alpha=p.alpha, batches=p.batches)
+        train_trend = trend(xs, trn, alpha=p.alpha, batches=p.batches)
+        p_val_worse = one_sided_p(val_trend, positive=self.mode == "min")
+        p_train_better = one_sided_p(train_trend, positive=p.train_mode == "max")
+        if p_val_worse >= p.alpha or p_train_better >= p.alpha:
+            return state, None
+        reason = (
+            f"{self.monitor} is getting worse ({val_trend.slope:.3g}/step, p={p_val_worse:.3g}) while "
+            f"{p.train_key} keeps improving ({train_trend.slope:.3g}/step, p={p_train_better:.3g}) over "
+            f"steps {xs[0]}-{xs[-1]}: overfitting; best {fmt(best)} at step {best_step}"
+        )
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence={
+                "val_slope": val_trend.slope,
+                "p_val_worse": p_val_worse,
+                "train_slope": train_trend.slope,
+                "p_train_better": p_train_better,
+                "window": [xs[0], xs[-1]],
+            },
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

@@ -1,0 +1,97 @@
+"""``prechelt``: Prechelt's (1998) stopping criteria GL, PQ and UP on validation and training losses."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._types import Context, Observation, Verdict, fmt
+
+
+class PrecheltParams(RuleParams):
+    """``criterion``: ``GL`` (generalization loss GL(t) = 100 (E_va(t)/E_opt(t) - 1) > alpha), ``PQ``
+    (GL(t) / P_k(t) > alpha at the end of each strip of ``strip`` evaluations, with training progress
+    P_k(t) = 1000 (sum of the strip's training losses / (k * their minimum) - 1)), or ``UP`` (validation
+    loss higher at the end of ``successive`` consecutive strips). The monitored metric is the validation
+    loss (mode min, positive); ``train_key`` names the training loss (needed by PQ)."""
+
+    rule: Literal["prechelt"] = "prechelt"
+    criterion: Literal["GL", "PQ", "UP"] = "GL"
+    alpha: float = Field(default=5.0, gt=0.0, allow_inf_nan=False)
+    strip: int = Field(default=5, ge=1, le=1000)
+    successive: int = Field(default=3, ge=1, le=1000)
+    train_key: str | None = Field(default=None, min_length=1)
+    warmup: int = Field(default=0, ge=0)
+
+
+class Prechelt(Rule[PrecheltParams]):
+    """Needs a positive validation loss in mode min (the policy refuses mode max). NaN/inf are skipped;
+    a strip whose training loss is missing is not judged by PQ. Silent after it stops."""
+
+    name = "prechelt"
+
+    def required_keys(self) -> tuple[str, ...]:
+        return (self.params.train_key,) if self.params.train_key else ()
+
+    def initial_state(self) -> State:
+        return {
+            "best": None,
+            "best_step": None,
+            "strip": [],
+            "count": 0,
+            "last_strip_end": None,
+            "ups": 0,
+            "stopped": False,
+        }
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        p = self.params
+        if state["stopped"] or obs.step < p.warmup or not math.isfinite(obs.value):
+            return state, None
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode="min")
+        train = obs.extras.get(p.train_key) if p.train_key else None
+        strip = [*state["strip"], train][-p.strip :]
+        count = state["count"] + 1
+        state = {**state, "best": best, "best_step": best_step, "strip": strip, "count": count}
+        if best is None or best <= 0:
+            return state, None
+        gl = 100.0 * (obs.value / best - 1.0)
+        strip_end = count % p.strip == 0
+        evidence: dict[str, float | int | str | None] = {"criterion": p.criterion, "GL": gl, "alpha": p.alpha}
+        fired = False
+        if p.criterion == "GL":
+            fired = gl > p.alpha
+            detail = f"generalization loss GL = {gl:.3g} > {p.alpha:g}"
+        elif p.criterion == "PQ":
+            if not strip_end or any(v is None or not math.isfinite(v) for v in strip) or min(strip) <= 0:
+                return state, None
+            progress = 1000.0 * (sum(strip) / (len(strip) * min(strip)) - 1.0)
+            quotient = math.inf if progress == 0 else gl / progress
+            evidence.update({"P_k": progress, "PQ": quotient})
+            fired = quotient > p.alpha
+            detail = f"GL / P_{p.strip} = {gl:.3g} / {progress:.3g} = {quotient:.3g} > {p.alpha:g}"
+        else:
+            if not strip_end:
+                return state, None
+            previous = state["last_strip_end"]
+            ups = state["ups"] + 1 if previous is not None and obs.value > previous else 0
+            state = {**state, "last_strip_end": obs.value, "ups": ups}
+            evidence["ups"] = ups
+            fired = ups >= p.successive
+            detail = f"validation loss rose at the end of {ups} successive strips of {p.strip}"
+        if not fired:
+            return state, None
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=f"{self.monitor}: {detail} (Prechelt {p.criterion}); best {fmt(best)} at step {best_step}",
+            evidence=evidence,
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

@@ -1,0 +1,50 @@
+"""``threshold``: stop once the monitored metric reaches a target."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._types import Context, Observation, Verdict, fmt
+
+
+class ThresholdParams(RuleParams):
+    """``stop_at``: the target (reached when >= it in mode max, <= it in mode min)."""
+
+    rule: Literal["threshold"] = "threshold"
+    stop_at: float = Field(allow_inf_nan=False)
+    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+
+
+class Threshold(Rule[ThresholdParams]):
+    """Stop when the target is reached: the run is good enough. NaN/inf never reach it. A guard: it stops
+    on its own under ``combine: all``. Steps below ``warmup`` are not judged."""
+
+    name = "threshold"
+    guard = True
+
+    def initial_state(self) -> State:
+        return {"best": None, "best_step": None, "stopped": False}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        if state["stopped"]:
+            return state, None
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        state = {**state, "best": best, "best_step": best_step}
+        target = self.params.stop_at
+        reached = obs.value >= target if self.mode == "max" else obs.value <= target
+        if obs.step < self.params.warmup or not reached:
+            return state, None
+        verdict = Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=f"{self.monitor} reached {fmt(obs.value)} at step {obs.step} (target {fmt(target)})",
+            evidence={"value": obs.value, "target": target, "mode": self.mode},
+            best_step=best_step,
+            best_value=best,
+        )
+        return {**state, "stopped": True}, verdict

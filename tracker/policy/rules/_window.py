@@ -1,0 +1,26 @@
+"""Helpers shared by the windowed statistical rules."""
+
+from __future__ import annotations
+
+import math
+
+from tracker.policy._base import State
+from tracker.policy._types import Observation
+
+
+def push(state: State, obs: Observation, window: int) -> State:
+    """``state`` with the finite observation appended to its bounded window (``xs``/``ys``)."""
+    if not math.isfinite(obs.value):
+        return state
+    xs = [*state["xs"], obs.step][-window:]
+    ys = [*state["ys"], obs.value][-window:]
+    return {**state, "xs": xs, "ys": ys}
+
+
+def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
+    """Track the largest learning rate seen; the warm-up is over once the rate falls below its peak."""
+    if lr is None or not math.isfinite(lr):
+        return state, True
+    peak = max(state.get("lr_peak") or 0.0, lr)
+    over = bool(state.get("lr_warm_done")) or lr < peak
+    return {**state, "lr_peak": peak, "lr_warm_done": over, "lr": lr}, over

@@ -1,0 +1,166 @@
+"""Recorded curves to replay: JSON-lines files (the OPDA schema) and runs stored in a tracker."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+LR_KEY = "lr"
+TRAIN_KEY = "train/loss"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's recorded checkpoints. ``watch`` is the metric a policy judges, ``score`` the one its
+    outcome is scored on, ``cost[i]`` the compute spent up to checkpoint i (seconds, else steps)."""
+
+    source: str
+    run_id: str
+    steps: list[int]
+    watch: list[float]
+    score: list[float]
+    cost: list[float]
+    extras: dict[str, list[float]] = field(default_factory=dict)
+    planned_steps: int | None = None
+    complete: bool = True
+
+
+def _floats(values: list[Any] | None, n: int) -> list[float]:
+    if values is None:
+        return [math.nan] * n
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def _schedule(hparams: dict[str, Any], steps: list[int], budget: int | None) -> list[float] | None:
+    """The learning rate at each checkpoint, from the schedule the hyperparameters describe.
+
+    OPDA does not log the rate; its trainers' schedules are known: the ImageNet runs use a triangular
+    schedule (linear up to ``lr_peak_epoch``, linear down to 0 at ``epochs``), the DeBERTa runs a linear
+    warm-up over ``warmup_steps`` then a linear decay to 0 at ``total_model_steps``. A trainer using
+    Plateau logs its rate instead (``run.log({"lr": ...})``).
+    """
+    if {"lr", "lr_peak_epoch", "epochs"} <= hparams.keys():
+        peak, end, top = float(hparams["lr_peak_epoch"]), float(hparams["epochs"]), float(hparams["lr"])
+        return [top * (s / peak if s <= peak else max(0.0, (end - s) / (end - peak))) for s in steps]
+    if {"learning_rate", "warmup_steps"} <= hparams.keys():
+        total = float(hparams.get("total_model_steps") or budget or 0)
+        warm, top = float(hparams["warmup_steps"]), float(hparams["learning_rate"])
+        if total <= warm:
+            return None
+        return [top * (s / warm if s < warm else max(0.0, (total - s) / (total - warm))) for s in steps]
+    return None
+
+
+def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Curve | None:
+    """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run."""
+    steps = [int(x) for x in record.get("x") or []]
+    n = len(steps)
+    if n == 0:
+        return None
+    watch = _floats(record.get(metric), n)
+    scored = _floats(record.get(score) or record.get(metric), n)
+    time_s = record.get("time_s")
+    cost = _floats(time_s, n) if time_s else [float(s) for s in steps]
+    extras: dict[str, list[float]] = {}
+    if record.get("train_loss"):
+        extras[TRAIN_KEY] = _floats(record["train_loss"], n)
+    budget = record.get("budget")
+    lr = _schedule(record.get("hparams") or {}, steps, budget)
+    if lr is not None:
+        extras[LR_KEY] = lr
+    return Curve(
+        source=str(record.get("source", "curves")),
+        run_id=str(record.get("run_id")),
+        steps=steps,
+        watch=watch,
+        score=scored,
+        cost=cost,
+        extras=extras,
+        planned_steps=int(budget) if budget else None,
+        complete=bool(record.get("complete", True)),
+    )
+
+
+def load_jsonl(path: Path, *, metric: str, score: str) -> Iterator[Curve]:
+    with path.open() as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            curve = curve_from_record(record, metric=metric, score=score)
+            if curve is not None:
+                yield curve
+
+
+def _history(client: httpx.Client, run_id: int, key: str) -> dict[int, tuple[float, float]]:
+    points: dict[int, tuple[float, float]] = {}
+    start: int | None = 0
+    while start is not None:
+        response = client.get(
+            f"/api/v1/runs/{run_id}/history", params={"key": key, "start_step": start, "limit": 100_000}
+        )
+        if response.status_code == 404:
+            return points
+        response.raise_for_status()
+        page = response.json()
+        for p in page["points"]:
+            value = p["value"]
+            points[p["step"]] = (
+                float(value) if not isinstance(value, str) else float(value.replace("Infinity", "inf")),
+                p["wall_time"],
+            )
+        start = page["next_step"]
+    return points
+
+
+def load_tracker(
+    url: str, *, project: str | None, experiment: str, metric: str, score: str
+) -> Iterator[Curve]:
+    """The stored runs of ``experiment`` (oldest first), read over the tracker's HTTP API."""
+    with httpx.Client(base_url=url.rstrip("/"), timeout=60) as client:
+        runs: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            params: dict[str, Any] = {"experiment": experiment, "limit": 1000, "offset": offset}
+            if project:
+                params["project"] = project
+            response = client.get("/api/v1/runs", params=params)
+            response.raise_for_status()
+            page = response.json()
+            runs += page["data"]
+            offset += len(page["data"])
+            if not page["data"] or offset >= page["count"]:
+                break
+        for run in sorted(runs, key=lambda r: r["id"]):
+            watched = _history(client, run["id"], metric)
+            if not watched:
+                continue
+            scored = _history(client, run["id"], score) if score != metric else watched
+            steps = sorted(watched)
+            start = watched[steps[0]][1]
+            extras = {}
+            for key in (TRAIN_KEY, LR_KEY):
+                series = _history(client, run["id"], key)
+                if series:
+                    extras[key] = [series.get(s, (math.nan, 0.0))[0] for s in steps]
+            planned = run.get("planned_steps") or run["config"].get("planned_steps")
+            yield Curve(
+                source=experiment,
+                run_id=str(run["id"]),
+                steps=steps,
+                watch=[watched[s][0] for s in steps],
+                score=[scored.get(s, (math.nan, 0.0))[0] for s in steps],
+                cost=[watched[s][1] - start for s in steps],
+                extras=extras,
+                planned_steps=int(planned) if planned else None,
+                complete=run["status"] == "finished" and run["stop_step"] is None,
+            )

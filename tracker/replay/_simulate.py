@@ -1,0 +1,111 @@
+"""Replaying a policy over curves, one run at a time or as a sweep in arrival order."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
+from tracker.replay._curves import Curve
+
+PRUNING_RULES = frozenset({"percentile", "asha"})
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where the policy stopped a curve (``stop_index``, the last checkpoint trained) and which
+    checkpoint it kept (the best watched value up to there, as the ``checkpoint`` rule saves it)."""
+
+    curve: Curve
+    stop_index: int
+    kept_index: int
+    full_best_index: int
+    stopped_by: str | None
+
+    @property
+    def cost_full(self) -> float:
+        return self.curve.cost[-1]
+
+    @property
+    def cost_used(self) -> float:
+        return self.curve.cost[self.stop_index]
+
+    @property
+    def regret(self) -> float:
+        """Score of the full run's best checkpoint minus that of the checkpoint the policy kept."""
+        full, kept = self.curve.score[self.full_best_index], self.curve.score[self.kept_index]
+        if math.isnan(full):
+            return 0.0
+        return full - kept if not math.isnan(kept) else math.inf
+
+
+def best_index(values: Sequence[float], upto: int, mode: Mode) -> int:
+    """Index of the best finite value in ``values[: upto + 1]`` (earliest on ties; 0 if none is finite)."""
+    chosen, best = 0, None
+    for i in range(upto + 1):
+        v = values[i]
+        if math.isfinite(v) and (best is None or (v > best if mode == "max" else v < best)):
+            chosen, best = i, v
+    return chosen
+
+
+class SweepCohort:
+    """The finished runs of a sweep replayed so far, indexed by step for cross-run rules."""
+
+    def __init__(self) -> None:
+        self._all: dict[int, list[float]] = defaultdict(list)
+        self._finished: dict[int, list[float]] = defaultdict(list)
+        self._count = 0
+
+    def add(self, curve: Curve, stop_index: int, *, pruned: bool) -> None:
+        for i in range(stop_index + 1):
+            value = curve.watch[i]
+            if math.isfinite(value):
+                bisect.insort(self._all[curve.steps[i]], value)
+                if not pruned:
+                    bisect.insort(self._finished[curve.steps[i]], value)
+        if not pruned:
+            self._count += 1
+
+    def values_at(self, step: int, *, finished_only: bool) -> list[float]:
+        return (self._finished if finished_only else self._all).get(step, [])
+
+    def finished_runs(self) -> int:
+        return self._count
+
+
+def replay_curve(policy: PolicySpec, curve: Curve, cohort: SweepCohort | None = None) -> RunResult:
+    """Judge ``curve`` with ``policy`` from its first checkpoint; the run stops at the first stop."""
+    keys = policy.required_keys()
+    observations = [
+        Observation(step, value, curve.cost[i], {k: curve.extras[k][i] for k in keys if k in curve.extras})
+        for i, (step, value) in enumerate(zip(curve.steps, curve.watch, strict=True))
+    ]
+    ctx = Context(planned_steps=curve.planned_steps, cohort=cohort)
+    evaluation = evaluate(policy, initial_states(policy), observations, ctx)
+    last = len(curve.steps) - 1
+    stop_index, stopped_by = last, None
+    if evaluation.stop_step is not None:
+        stop_index = curve.steps.index(evaluation.stop_step)
+        stopped_by = next(v.rule for v in evaluation.verdicts if v.action == "stop")
+    return RunResult(
+        curve=curve,
+        stop_index=stop_index,
+        kept_index=best_index(curve.watch, stop_index, policy.mode),
+        full_best_index=best_index(curve.watch, last, policy.mode),
+        stopped_by=stopped_by,
+    )
+
+
+def replay_sweep(policy: PolicySpec, curves: Sequence[Curve]) -> list[RunResult]:
+    """Replay ``curves`` in arrival order; cross-run rules see only the runs replayed before."""
+    cohort = SweepCohort()
+    results = []
+    for curve in curves:
+        result = replay_curve(policy, curve, cohort)
+        cohort.add(curve, result.stop_index, pruned=result.stopped_by in PRUNING_RULES)
+        results.append(result)
+    return results
