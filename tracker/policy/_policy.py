@@ -7,19 +7,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from tracker.policy._base import Rule, State
 from tracker.policy._registry import RuleSpec, build_rule
 from tracker.policy._types import Context, Mode, Observation, Verdict
-from tracker.policy.rules._checkpoint import CheckpointParams
-from tracker.policy.rules._non_finite import NonFiniteParams
-from tracker.policy.rules._patience import PatienceParams
+
+_RULE_ADAPTER: TypeAdapter[RuleSpec] = TypeAdapter(RuleSpec)
 
 
 def default_rules() -> list[RuleSpec]:
-    """Patience 5, checkpoint on each new best, stop on NaN/inf."""
-    return [PatienceParams(), CheckpointParams(), NonFiniteParams()]
+    """Plateau's default single-run rules (``tracker.policy.presets.DEFAULT_RULES``)."""
+    from tracker.policy.presets import DEFAULT_RULES  # presets build on this module
+
+    return [_RULE_ADAPTER.validate_python(rule) for rule in DEFAULT_RULES]
 
 
 class PolicySpec(BaseModel):

@@ -10,6 +10,7 @@ from tracker.policy._base import Rule, RuleParams
 from tracker.policy._types import Mode
 from tracker.policy.rules._budget import Budget, BudgetParams
 from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
+from tracker.policy.rules._degenerate import Degenerate, DegenerateParams
 from tracker.policy.rules._divergence import Divergence, DivergenceParams
 from tracker.policy.rules._forecast import Forecast, ForecastParams
 from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
@@ -37,6 +38,7 @@ RULES: dict[str, type[Rule[Any]]] = {
         Forecast,
         Percentile,
         Asha,
+        Degenerate,
     )
 }
 
@@ -54,7 +56,8 @@ RuleSpec = Annotated[
     | NoProgressParams
     | ForecastParams
     | PercentileParams
-    | AshaParams,
+    | AshaParams
+    | DegenerateParams,
     Field(discriminator="rule"),
 ]
 

@@ -8,6 +8,7 @@ variance of the residuals, and the slope's standard error uses it with ``m - 1``
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ def ols(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[fl
 
 def noise_sigma(ys: Sequence[float]) -> float:
     """Robust noise level from first differences: MAD / 0.6745 / sqrt(2) (a trend barely moves it)."""
-    diffs = sorted(abs(b - a) for a, b in zip(ys, ys[1:], strict=False))
+    diffs = sorted(abs(b - a) for a, b in itertools.pairwise(ys))
     if not diffs:
         return 0.0
     mid = len(diffs) // 2
@@ -136,6 +137,6 @@ def mann_kendall(xs: Sequence[float], ys: Sequence[float], *, alpha: float) -> M
         return MannKendall(s, p, 0.0, 0.0, 0.0)
     median = slopes[count // 2] if count % 2 else (slopes[count // 2 - 1] + slopes[count // 2]) / 2
     c = z_quantile(1 - alpha) * math.sqrt(max(var_s, 0.0))
-    lower = max(0, min(count - 1, int(math.floor((count - c) / 2)) - 1))
-    upper = max(0, min(count - 1, int(math.ceil((count + c) / 2))))
+    lower = max(0, min(count - 1, math.floor((count - c) / 2) - 1))
+    upper = max(0, min(count - 1, math.ceil((count + c) / 2)))
     return MannKendall(s, p, median, slopes[lower], slopes[upper])

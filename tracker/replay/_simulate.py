@@ -53,25 +53,39 @@ def best_index(values: Sequence[float], upto: int, mode: Mode) -> int:
 
 
 class SweepCohort:
-    """The finished runs of a sweep replayed so far, indexed by step for cross-run rules."""
+    """The runs of a sweep replayed so far, indexed by step for cross-run rules.
+
+    A run stopped early without being pruned (it converged, or was stopped as hopeless) counts at the
+    steps after its stop with its last value: its curve is taken as flat from there, as it would have
+    stayed. Runs that ran to their end count only where they have values (as Optuna's completed trials).
+    """
 
     def __init__(self) -> None:
         self._all: dict[int, list[float]] = defaultdict(list)
         self._finished: dict[int, list[float]] = defaultdict(list)
+        self._ended: list[tuple[int, float]] = []  # (last step, last finite value) of finished runs
         self._count = 0
 
-    def add(self, curve: Curve, stop_index: int, *, pruned: bool) -> None:
+    def add(self, curve: Curve, stop_index: int, *, pruned: bool, stopped: bool) -> None:
+        last: tuple[int, float] | None = None
         for i in range(stop_index + 1):
             value = curve.watch[i]
             if math.isfinite(value):
                 bisect.insort(self._all[curve.steps[i]], value)
                 if not pruned:
                     bisect.insort(self._finished[curve.steps[i]], value)
+                last = (curve.steps[i], value)
         if not pruned:
             self._count += 1
+            if stopped and last is not None:
+                self._ended.append(last)
 
     def values_at(self, step: int, *, finished_only: bool) -> list[float]:
-        return (self._finished if finished_only else self._all).get(step, [])
+        if not finished_only:
+            return self._all.get(step, [])
+        carried = [value for last_step, value in self._ended if last_step < step]
+        recorded = self._finished.get(step, [])
+        return sorted(recorded + carried) if carried else recorded
 
     def finished_runs(self) -> int:
         return self._count
@@ -106,6 +120,11 @@ def replay_sweep(policy: PolicySpec, curves: Sequence[Curve]) -> list[RunResult]
     results = []
     for curve in curves:
         result = replay_curve(policy, curve, cohort)
-        cohort.add(curve, result.stop_index, pruned=result.stopped_by in PRUNING_RULES)
+        cohort.add(
+            curve,
+            result.stop_index,
+            pruned=result.stopped_by in PRUNING_RULES,
+            stopped=result.stopped_by is not None,
+        )
         results.append(result)
     return results

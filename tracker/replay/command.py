@@ -13,8 +13,8 @@ import yaml
 from pydantic import ValidationError
 
 from tracker.policy import PolicySpec
-from tracker.policy.presets import preset
 from tracker.policy._types import Mode
+from tracker.policy.presets import preset
 from tracker.replay._curves import Curve, load_jsonl, load_tracker
 from tracker.replay._report import summarise, table
 from tracker.replay._simulate import replay_curve, replay_sweep

@@ -17,7 +17,8 @@ class ForecastParams(RuleParams):
     """Stop when even an optimistic extrapolation cannot beat the best by more than ``delta`` by the end.
 
     Over the last ``window`` points the slope's upper confidence bound (level ``1 - alpha``, batch-means
-    error) is extrapolated to the planned end (``planned_steps``, else what the run declared). With a
+    error) is extrapolated to the planned end (``planned_steps``, else what the run declared, else twice the
+    current step: with no plan, the run is assumed to go on as long again as it has so far). With a
     learning-rate key, the rule waits until the rate has decayed to ``lr_fraction`` of its peak: under a
     decaying schedule the late, low-rate phase is where curves lift, so a plateau before it is not final.
     """
@@ -34,10 +35,7 @@ class ForecastParams(RuleParams):
 
 
 class Forecast(Rule[ForecastParams]):
-    """Needs a planned length (parameter, or the run's declaration); without one it never stops.
-
-    NaN/inf are left out of the window; silent after it stops.
-    """
+    """NaN/inf are left out of the window; silent after it stops."""
 
     name = "forecast"
 
@@ -55,8 +53,8 @@ class Forecast(Rule[ForecastParams]):
         state, _ = lr_warmup_over(state, lr)
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
         state = push({**state, "best": best, "best_step": best_step}, obs, p.window)
-        planned = p.planned_steps or ctx.planned_steps
-        if planned is None or best is None or len(state["ys"]) < p.window:
+        planned = p.planned_steps or ctx.planned_steps or 2 * obs.step
+        if best is None or len(state["ys"]) < p.window:
             return state, None
         if obs.step < p.min_progress * planned:
             return state, None

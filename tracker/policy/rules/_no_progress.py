@@ -10,7 +10,7 @@ from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import noise_sigma
 from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import lr_warmup_over, push
+from tracker.policy.rules._window import push, warm_up_over
 
 
 class NoProgressParams(RuleParams):
@@ -48,7 +48,9 @@ class NoProgress(Rule[NoProgressParams]):
         if state["done"]:
             return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
-        state, lr_over = lr_warmup_over(state, lr)
+        state, warm = warm_up_over(
+            state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
+        )
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
         first = state["first"] if state["first"] is not None else (best if best is not None else None)
         state = push({**state, "best": best, "best_step": best_step, "first": first}, obs, 20)
@@ -59,9 +61,7 @@ class NoProgress(Rule[NoProgressParams]):
         gain = best - first if self.mode == "max" else first - best
         if len(state["ys"]) >= 3 and gain > delta:
             return {**state, "done": True}, None  # it learns: this rule has nothing more to say
-        planned = ctx.planned_steps
-        past_plan = planned is None or obs.step >= p.min_progress * planned
-        if not (lr_over and past_plan and obs.step >= p.warmup):
+        if not warm:
             return state, None
         wait = state["wait"] + 1
         state = {**state, "wait": wait}

@@ -99,7 +99,7 @@ class Asha(Rule[AshaParams]):
         return {"rung": 0, "best": None, "best_step": None, "stopped": False}
 
     def rung_step(self, k: int) -> int:
-        return int(round(self.params.min_step * self.params.reduction_factor**k))
+        return round(self.params.min_step * self.params.reduction_factor**k)
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from tracker.policy._base import State
-from tracker.policy._types import Observation
+from tracker.policy._types import Context, Observation
 
 
 def push(state: State, obs: Observation, window: int) -> State:
@@ -24,3 +24,14 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
     peak = max(state.get("lr_peak") or 0.0, lr)
     over = bool(state.get("lr_warm_done")) or lr < peak
     return {**state, "lr_peak": peak, "lr_warm_done": over, "lr": lr}, over
+
+
+def warm_up_over(
+    state: State, obs: Observation, ctx: Context, *, lr_key: str | None, warmup: int, min_progress: float
+) -> tuple[State, bool]:
+    """Whether a run is past its warm-up: the learning rate (if logged under ``lr_key``) has started to
+    fall, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
+    state, lr_over = lr_warmup_over(state, obs.extras.get(lr_key) if lr_key else None)
+    planned = ctx.planned_steps
+    past_plan = planned is None or obs.step >= min_progress * planned
+    return state, lr_over and past_plan and obs.step >= warmup
