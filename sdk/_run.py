@@ -250,6 +250,8 @@ def init(
     tags: Sequence[str] = (),
     rank: int | None = None,
     world_size: int = 1,
+    planned_steps: int | None = None,
+    combine: str = "any",
     wait: float = 5.0,
     flush_interval: float = 0.5,
     max_pending: int = 100_000,
@@ -258,7 +260,9 @@ def init(
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
     ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
-    omitted: patience 5, checkpoint on a new best, stop on NaN/inf); with no ``monitor`` nothing is judged.
+    omitted); with no ``monitor`` nothing is judged. ``planned_steps``: the step the run plans to end at,
+    for budget-aware rules (log the learning rate as ``"lr"`` too, and they also see the schedule).
+    ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
     The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765. ``init`` waits up to
     ``wait`` seconds for the tracker; if it is away, training goes on and the run is created later. A
     policy the tracker refuses raises ``ValueError`` here, before training starts.
@@ -273,8 +277,10 @@ def init(
     }
     if name is not None:
         body["name"] = name
+    if planned_steps is not None:
+        body["planned_steps"] = planned_steps
     if monitor is not None:
-        policy: dict[str, Any] = {"monitor": monitor, "mode": mode}
+        policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine}
         if rules is not None:
             policy["rules"] = [dict(rule) for rule in rules]
         body["policy"] = policy

@@ -82,6 +82,10 @@ class Run(Base):
     decision_seq: Mapped[int] = mapped_column(Integer)
     # Step at which the policy decided to stop; NULL while it has not. Once set, rules are no longer run.
     stop_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # The rule behind that stop (cross-run rules mark the run as pruned for its cohort).
+    stop_rule: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The step the run plans to end at, when it declared one (budget-aware rules use it).
+    planned_steps: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class MetricKey(Base):

@@ -28,6 +28,9 @@ class RunCreate(Schema):
     tags: list[str] = Field(default_factory=list, max_length=100)
     policy: PolicySpec | None = None
     world_size: int = Field(default=1, ge=1, le=100_000)
+    planned_steps: int | None = Field(
+        default=None, ge=1, le=2**62, description="the step the run plans to end at (budget-aware rules)"
+    )
 
 
 class RunFinish(Schema):
@@ -50,6 +53,8 @@ class RunPublic(Schema):
     last_heartbeat: datetime
     judged_step: int | None = Field(description="highest step of the monitored metric judged so far")
     stop_step: int | None = Field(description="step at which the policy decided to stop, if it has")
+    stop_rule: str | None = Field(default=None, description="the rule behind that stop")
+    planned_steps: int | None = None
     decision: DecisionPublic
     joined: bool = Field(default=False, description="true when a create joined an existing run")
 

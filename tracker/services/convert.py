@@ -54,6 +54,8 @@ def run_public(
         last_heartbeat=as_utc(run.last_heartbeat),
         judged_step=run.judged_step if run.judged_step >= 0 else None,
         stop_step=run.stop_step,
+        stop_rule=run.stop_rule,
+        planned_steps=run.planned_steps,
         decision=decision,
         joined=joined,
     )

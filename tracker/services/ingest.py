@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -11,10 +12,11 @@ from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.policy import Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch, PointIn
 from tracker.services import decisions
+from tracker.services.cohort import ExperimentCohort
 from tracker.services.keys import KeyCache
 
 PointKey = tuple[int, int, int]  # (key_id, rank, step)
@@ -109,14 +111,19 @@ def _judge(
     monitor_id = key_ids.get(policy.monitor)
     if monitor_id is None:
         return
-    observations = [
-        Observation(step, point.value, point.wall_time if point.wall_time is not None else now)
+    judged = sorted(
+        (step, point)
         for (key_id, rank, step), point in fresh.items()
         if key_id == monitor_id and rank == 0 and step > run.judged_step
-    ]
-    if not observations:
+    )
+    if not judged:
         return
-    newest = max(obs.step for obs in observations)
+    newest = judged[-1][0]
+    extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [step for step, _ in judged])
+    observations = [
+        Observation(step, point.value, point.wall_time if point.wall_time is not None else now, extras[step])
+        for step, point in judged
+    ]
     if run.stop_step is not None:
         # Stopped: later steps are judged "stop" without running the rules again.
         run.judged_step = max(run.judged_step, newest)
@@ -129,7 +136,8 @@ def _judge(
         ).scalars()
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
-    evaluation = evaluate(policy, states, observations)
+    ctx = Context(planned_steps=run.planned_steps, cohort=ExperimentCohort(session, run, monitor_id))
+    evaluation = evaluate(policy, states, observations, ctx)
     _save_states(session, run.id, policy, state_rows, evaluation.states, newest)
     created = datetime.fromtimestamp(now, timezone.utc)
     for verdict in evaluation.verdicts:
@@ -150,7 +158,47 @@ def _judge(
         )
     if evaluation.stop_step is not None:
         run.stop_step = evaluation.stop_step
+        run.stop_rule = next(v.rule for v in evaluation.verdicts if v.action == "stop")
     run.judged_step = max(run.judged_step, newest)
+
+
+def _extras(
+    session: Session,
+    run_id: int,
+    key_ids: dict[str, int],
+    fresh: dict[PointKey, PointIn],
+    keys: set[str],
+    steps: list[int],
+) -> dict[int, dict[str, float]]:
+    """For each judged step, the rank-0 values of ``keys`` at that step: from this batch, else the latest
+    stored value at or before the step (a key logged less often than the monitored one)."""
+    extras: dict[int, dict[str, float]] = {step: {} for step in steps}
+    if not keys:
+        return extras
+    by_key = {key_ids[k]: k for k in keys if k in key_ids}
+    for (key_id, rank, step), point in fresh.items():
+        if rank == 0 and key_id in by_key and step in extras:
+            extras[step][by_key[key_id]] = point.value
+    mp = models.MetricPoint
+    for key in keys:
+        missing = [step for step in steps if key not in extras[step]]
+        if not missing:
+            continue
+        stored_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
+        if stored_id is None:
+            continue
+        rows = session.execute(
+            select(mp.step, mp.value)
+            .where(mp.run_id == run_id, mp.key_id == stored_id, mp.rank == 0, mp.step <= max(missing))
+            .order_by(mp.step.desc())
+            .limit(len(missing) + 1)
+        ).tuples()
+        known = sorted((step, math.nan if value is None else value) for step, value in rows)
+        for step in missing:
+            earlier = [value for s, value in known if s <= step]
+            if earlier:
+                extras[step][key] = earlier[-1]
+    return extras
 
 
 def _save_states(

@@ -89,6 +89,8 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
             judged_step=-1,
             decision_seq=0,
             stop_step=None,
+            stop_rule=None,
+            planned_steps=request.planned_steps,
         )
         session.add(run)
         session.flush()

@@ -1,0 +1,81 @@
+"""The other runs of a run's experiment, as cross-run rules see them (read inside the ingest transaction)."""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+
+# Runs stopped by these rules were pruned: they are not "finished" for cross-run comparisons.
+PRUNING_RULES = ("percentile", "asha")
+
+
+class ExperimentCohort:
+    """Implements :class:`tracker.policy.Cohort` over the database for one run being judged.
+
+    Semantics match the replay's: a finished run is one that is no longer running and was not pruned;
+    a finished run that the policy stopped early counts at later steps with its last value.
+    """
+
+    def __init__(self, session: Session, run: models.Run, monitor_id: int) -> None:
+        self._session = session
+        self._run = run
+        self._monitor_id = monitor_id
+        self._cache: dict[tuple[int, bool], list[float]] = {}
+        self._finished: int | None = None
+
+    def _others(self, *, finished_only: bool) -> list[ColumnElement[bool]]:
+        r = models.Run
+        conditions: list[ColumnElement[bool]] = [
+            r.experiment_id == self._run.experiment_id,
+            r.id != self._run.id,
+        ]
+        if finished_only:
+            conditions.append(r.status != "running")
+            conditions.append(or_(r.stop_rule.is_(None), r.stop_rule.not_in(PRUNING_RULES)))
+        return conditions
+
+    def finished_runs(self) -> int:
+        if self._finished is None:
+            self._finished = self._session.execute(
+                select(func.count()).select_from(models.Run).where(*self._others(finished_only=True))
+            ).scalar_one()
+        return self._finished
+
+    def values_at(self, step: int, *, finished_only: bool) -> list[float]:
+        key = (step, finished_only)
+        if key not in self._cache:
+            self._cache[key] = self._load(step, finished_only=finished_only)
+        return self._cache[key]
+
+    def _load(self, step: int, *, finished_only: bool) -> list[float]:
+        mp, r = models.MetricPoint, models.Run
+        on_monitor = and_(mp.run_id == r.id, mp.key_id == self._monitor_id, mp.rank == 0)
+        exact = self._session.execute(
+            select(mp.value)
+            .join(r, on_monitor)
+            .where(*self._others(finished_only=finished_only), mp.step == step)
+        ).scalars()
+        values = [v for v in exact if v is not None and math.isfinite(v)]
+        if finished_only:
+            # Runs stopped early (not pruned) before `step` count with their last value.
+            last_step = (
+                select(mp.run_id, func.max(mp.step).label("last"))
+                .join(r, on_monitor)
+                .where(*self._others(finished_only=True), r.stop_step.is_not(None), r.stop_step < step)
+                .group_by(mp.run_id)
+                .subquery()
+            )
+            carried = self._session.execute(
+                select(mp.value)
+                .join(
+                    last_step,
+                    and_(mp.run_id == last_step.c.run_id, mp.step == last_step.c.last),
+                )
+                .where(mp.key_id == self._monitor_id, mp.rank == 0, last_step.c.last < step)
+            ).scalars()
+            values += [v for v in carried if v is not None and math.isfinite(v)]
+        return sorted(values)
