@@ -1,0 +1,102 @@
+"""The new rules served by a real tracker: auxiliary keys, planned length, cross-run pruning."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+
+from tests.conftest import create_run
+
+
+def post(client: httpx.Client, run_id: int, points: list[dict]) -> dict:
+    response = client.post(
+        f"/api/v1/runs/{run_id}/metrics", json={"batch_id": uuid.uuid4().hex, "points": points}
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_overfitting_reads_the_training_loss_logged_beside_it(client: httpx.Client) -> None:
+    policy = {
+        "monitor": "val/loss",
+        "mode": "min",
+        "rules": [{"rule": "overfitting", "train_key": "train/loss", "window": 6}],
+    }
+    run = create_run(client, policy)
+    val = [0.5, 0.45, 0.4, 0.42, 0.44, 0.46, 0.48, 0.5, 0.52, 0.54]
+    answers = [
+        post(
+            client,
+            run["id"],
+            [
+                {"key": "val/loss", "step": s, "value": v},
+                {"key": "train/loss", "step": s, "value": 1.0 - 0.05 * s},
+            ],
+        )
+        for s, v in enumerate(val)
+    ]
+    stops = [a["decision"] for a in answers if a["decision"]["action"] == "stop"]
+    assert stops
+    assert stops[0]["rule"] == "overfitting"
+    assert stops[0]["best_step"] == 2
+    assert "train/loss keeps improving" in stops[0]["reason"]
+
+
+def test_training_loss_from_an_earlier_batch_is_found(client: httpx.Client) -> None:
+    policy = {
+        "monitor": "val/loss",
+        "mode": "min",
+        "rules": [
+            {"rule": "prechelt", "criterion": "PQ", "alpha": 0.5, "strip": 2, "train_key": "train/loss"}
+        ],
+    }
+    run = create_run(client, policy)
+    val = [1.0, 0.8, 0.85, 0.9, 0.95, 1.0]
+    for s, v in enumerate(val):
+        post(client, run["id"], [{"key": "train/loss", "step": s, "value": 0.5}])  # logged first, alone
+        answer = post(client, run["id"], [{"key": "val/loss", "step": s, "value": v}])
+    assert answer["decision"]["action"] == "stop"
+    assert answer["decision"]["evidence"]["P_k"] == 0.0
+
+
+def test_forecast_uses_the_planned_length_the_run_declared(client: httpx.Client) -> None:
+    policy = {
+        "monitor": "acc",
+        "mode": "max",
+        "rules": [{"rule": "forecast", "window": 5, "delta": 0.01, "min_progress": 0.0}],
+    }
+    flat = [0.5, 0.6, 0.65, 0.66, 0.661, 0.662, 0.661, 0.662, 0.662, 0.661]
+    short = create_run(client, policy, planned_steps=12)
+    long = create_run(client, policy, planned_steps=100_000)
+    for run in (short, long):
+        for s, v in enumerate(flat):
+            answer = post(client, run["id"], [{"key": "acc", "step": s, "value": v}])
+        run["last"] = answer["decision"]
+    assert short["last"]["action"] == "stop"
+    assert short["last"]["evidence"]["planned_steps"] == 12
+    assert long["last"]["action"] != "stop"  # a tiny slope over 100,000 steps is still worth waiting for
+
+
+def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx.Client) -> None:
+    experiment = f"sweep-{uuid.uuid4().hex[:6]}"
+    policy = {
+        "monitor": "acc",
+        "mode": "max",
+        "rules": [{"rule": "percentile", "n_startup_runs": 3, "warmup_steps": 1}],
+    }
+    for offset in (0.5, 0.6, 0.7):
+        run = create_run(client, policy, experiment=experiment)
+        post(client, run["id"], [{"key": "acc", "step": s, "value": offset + 0.05 * s} for s in range(5)])
+        client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"})
+    good = create_run(client, policy, experiment=experiment)
+    bad = create_run(client, policy, experiment=experiment)
+    for s in range(5):
+        good_answer = post(client, good["id"], [{"key": "acc", "step": s, "value": 0.9 + 0.01 * s}])
+        bad_answer = post(client, bad["id"], [{"key": "acc", "step": s, "value": 0.3 + 0.01 * s}])
+    assert good_answer["decision"]["action"] == "continue"
+    assert bad_answer["decision"]["action"] == "stop"
+    assert bad_answer["decision"]["step"] == 1  # warmup_steps=1
+    assert "of 3 finished runs" in bad_answer["decision"]["reason"]
+    stored = client.get(f"/api/v1/runs/{bad['id']}").json()
+    assert (stored["stop_step"], stored["stop_rule"]) == (1, "percentile")

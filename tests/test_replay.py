@@ -1,0 +1,158 @@
+"""``plateau replay`` on a slice of the real OPDA curves, on a hand-made file, and on stored runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import create_run
+from tracker.policy.presets import preset
+from tracker.replay._curves import load_jsonl
+from tracker.replay._simulate import replay_curve, replay_sweep
+
+OPDA = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves" / "opda_curves.jsonl"
+
+
+def plateau_replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracker", "replay", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def brute_force_patience(values: list[float], k: int) -> int:
+    best, wait = -math.inf, 0
+    for i, v in enumerate(values):
+        if math.isfinite(v) and v > best:
+            best, wait = v, 0
+        else:
+            wait += 1
+            if wait >= k:
+                return i
+    return len(values) - 1
+
+
+@pytest.fixture(scope="module")
+def opda_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not OPDA.exists():
+        pytest.skip(f"OPDA curves not found at {OPDA} (../shared/data beside the checkout)")
+    path = tmp_path_factory.mktemp("opda") / "slice.jsonl"
+    with OPDA.open() as source:
+        lines = list(source)
+    by_source: dict[str, list[str]] = {}
+    for line in lines:
+        by_source.setdefault(json.loads(line)["source"], []).append(line)
+    path.write_text("".join(line for group in by_source.values() for line in group[:60]))
+    return path
+
+
+def test_replay_matches_a_brute_force_patience(opda_slice: Path) -> None:
+    curves = [c for c in load_jsonl(opda_slice, metric="val", score="val2") if c.complete]
+    policy = preset("patience-5", monitor="val", mode="max")
+    for curve in curves:
+        result = replay_curve(policy, curve)
+        assert result.stop_index == brute_force_patience(curve.watch, 5)
+        kept = max(range(result.stop_index + 1), key=lambda i: (curve.watch[i], -i))
+        assert curve.watch[result.kept_index] == curve.watch[kept]
+        assert result.regret >= -1e-12 or curve.score[result.kept_index] > curve.score[result.full_best_index]
+
+
+def test_replay_cli_on_opda(opda_slice: Path) -> None:
+    out = plateau_replay("patience-5", "--curves", str(opda_slice), "--score", "val2", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert set(report["sources"]) == {
+        "alexnet-imagenet",
+        "convnext-tiny-imagenet",
+        "deberta-base-mnli",
+        "deberta-v3-base-mnli",
+    }
+    for figures in report["sources"].values():
+        assert 0 < figures["compute_saved"] < 1
+        assert figures["mean_regret"] >= 0
+        assert 0 <= figures["share_regret_over_0.005"] <= 1
+    assert all("/" in key for key in report["stop_index"])
+    table = plateau_replay("default-sweep", "--sweep", "--curves", str(opda_slice), "--score", "val2")
+    assert table.returncode == 0, table.stderr
+    assert "sweep regret" in table.stdout
+    assert "deberta-base-mnli" in table.stdout
+
+
+def test_sweep_pruning_sees_only_earlier_runs(opda_slice: Path) -> None:
+    curves = [
+        c
+        for c in load_jsonl(opda_slice, metric="val", score="val2")
+        if c.complete and c.source == "deberta-base-mnli"
+    ]
+    results = replay_sweep(preset("median", monitor="val", mode="max"), curves)
+    # Nothing is pruned before n_startup_runs=10 runs have finished.
+    assert all(r.stopped_by is None for r in results[:10])
+    assert any(r.stopped_by == "percentile" for r in results[10:])
+
+
+def test_replay_of_a_hand_made_file_and_a_policy_file(tmp_path: Path) -> None:
+    curves = tmp_path / "curves.jsonl"
+    rows = [
+        {
+            "source": "toy",
+            "run_id": 1,
+            "x": [1, 2, 3, 4, 5, 6],
+            "val": [0.1, 0.5, 0.6, 0.55, 0.5, 0.45],
+            "budget": 6,
+        },
+        {
+            "source": "toy",
+            "run_id": 2,
+            "x": [1, 2, 3, 4],
+            "val": [0.2, 0.3, 0.4, 0.5],
+            "time_s": [10, 20, 30, 40],
+            "budget": 4,
+        },
+    ]
+    curves.write_text("\n".join(json.dumps(r) for r in rows))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("rules:\n  - rule: patience\n    patience: 2\n")
+    out = plateau_replay(str(policy), "--curves", str(curves), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["stop_index"] == {"toy/1": 4, "toy/2": 3}
+    # Run 1 used 5 of 6 steps; run 2 ran to its end: saved 1 / (6 + 40) of the cost.
+    assert report["sources"]["toy"]["compute_saved"] == pytest.approx(1 / 46)
+    assert report["sources"]["toy"]["mean_regret"] == 0
+
+
+def test_replay_refuses_a_bad_policy(tmp_path: Path) -> None:
+    assert "unknown preset" in plateau_replay("nonsense", "--curves", "x").stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"rules": [{"rule": "patience", "patience": 0}]}')
+    out = plateau_replay(str(bad), "--curves", "x")
+    assert out.returncode == 2
+    assert "patience" in out.stderr
+
+
+def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
+    experiment = f"stored-{uuid.uuid4().hex[:6]}"
+    for values in ([0.1, 0.5, 0.6, 0.55, 0.5, 0.45], [0.2, 0.3, 0.4, 0.5]):
+        run = create_run(client, experiment=experiment)
+        points = [
+            {"key": "val", "step": s, "value": v, "wall_time": 100.0 + 10 * s} for s, v in enumerate(values)
+        ]
+        client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+        client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"})
+    out = plateau_replay(
+        "patience-2", "--url", tracker.url, "--project", "tests", "--experiment", experiment, "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["sources"][experiment]["runs"] == 2
+    assert sorted(report["stop_index"].values()) == [3, 4]
