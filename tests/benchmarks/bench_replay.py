@@ -12,6 +12,7 @@ reference median pruner (10 startup runs, 5 warm-up evaluations).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from collections import defaultdict
@@ -40,7 +41,7 @@ def reports(name: str, groups: dict[str, list[Curve]], *, sweep: bool) -> dict[s
 def interpolate(points: list[tuple[float, float]], regret: float) -> float:
     """Compute saved on the (regret, saved) frontier at ``regret``, linearly between measured points."""
     points = sorted([(0.0, 0.0), *points])
-    for (r0, s0), (r1, s1) in zip(points, points[1:], strict=False):
+    for (r0, s0), (r1, s1) in itertools.pairwise(points):
         if r0 <= regret <= r1:
             return s0 if r1 == r0 else s0 + (s1 - s0) * (regret - r0) / (r1 - r0)
     return points[-1][1]
@@ -68,7 +69,9 @@ def main() -> None:
         d = default[source]
         result[source] = {
             "runs": d.runs,
-            "patience": {k: (patience[k][source].compute_saved, patience[k][source].mean_regret) for k in TABLE_K},
+            "patience": {
+                k: (patience[k][source].compute_saved, patience[k][source].mean_regret) for k in TABLE_K
+            },
             "default": (d.compute_saved, d.mean_regret),
             "margin_over_patience": d.compute_saved - interpolate(frontier, d.mean_regret),
             "median_sweep": (median[source].compute_saved, median[source].sweep_regret),
@@ -84,7 +87,8 @@ def main() -> None:
     print("|---|" + "---|" * len(heads))
     for source, r in result.items():
         cells = [f"{s:.3f} / {g:.4f}" for s, g in (r["patience"][k] for k in TABLE_K)]
-        cells += [f"{r['default'][0]:.3f} / {r['default'][1]:.4f}", f"{100 * r['margin_over_patience']:+.1f} pp"]
+        saved, regret = r["default"]
+        cells += [f"{saved:.3f} / {regret:.4f}", f"{100 * r['margin_over_patience']:+.1f} pp"]
         print(f"| {source} | " + " | ".join(cells) + " |")
     print("\nPer sweep (arrival order): compute saved / regret of the best run found (val2)\n")
     print("| source | median pruner | default-sweep |")
