@@ -8,12 +8,12 @@ import os
 import sys
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
 from sdk._decision import CONTINUE, Decision
 from sdk._sender import Sender
 from sdk._transport import RejectedError, RetryableError, Transport
@@ -79,6 +79,7 @@ class Run:
         self._stop: Decision | None = None
         self._checkpoint: Decision | None = None
         self._checkpoint_taken = 0
+        self._agreement: Agreement | None = None
         self._next_step = 0
         self._finished = False
         self._lock = threading.Lock()
@@ -96,6 +97,7 @@ class Run:
     # --- lifecycle ----------------------------------------------------------------------------------
 
     def _start(self, wait: float) -> None:
+        self._agreement = agreement()
         _install_process_hooks()
         _live_runs.add(self)
         self._sender.start()
@@ -134,27 +136,47 @@ class Run:
 
     # --- the training loop's calls ------------------------------------------------------------------
 
-    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        """Queue ``metrics`` at ``step`` (the previous step + 1 when omitted). Never blocks, never raises."""
+    def log(self, metrics: Mapping[str, Any], step: int | None = None, *, rank: int | None = None) -> None:
+        """Queue ``metrics`` at ``step`` (the previous step + 1 when omitted). Never blocks, never raises.
+
+        ``rank`` logs on behalf of another rank (the distributed helpers do, from rank 0).
+        """
         try:
             if step is None:
                 step = self._next_step
             self._next_step = step + 1
-            self._sender.submit(step, metrics)
+            self._sender.submit(step, metrics, rank)
         except Exception:  # the loop must go on whatever the user passed
             logger.warning("plateau: could not queue %r at step %r", metrics, step, exc_info=True)
 
-    def should_stop(self) -> bool:
-        """True once the tracker has decided this run should stop. Reads memory only."""
-        return self._stop is not None
+    def should_stop(self, *, deferred: bool = False) -> bool:
+        """True once the tracker has decided this run should stop.
 
-    def should_checkpoint(self) -> bool:
+        Single process: reads memory only. Under torch.distributed with several ranks it is a collective
+        (one all-reduce MAX of an int): every rank must call it at the same point of the loop, and all get
+        the same answer, so they leave the loop at the same step. ``deferred=True`` starts the all-reduce
+        and returns the previous call's result, so the loop never waits on it (the stop comes a step
+        later, still on every rank at once).
+        """
+        local = self._stop is not None
+        if self._agreement is None:
+            return local
+        return self._agreement.max("stop", int(local), deferred=deferred) > 0
+
+    def should_checkpoint(self, *, deferred: bool = False) -> bool:
         """True once per new best the tracker has reported since the last call; see :attr:`latest` for
-        the step it is about."""
+        the step it is about.
+
+        Under torch.distributed it is a collective like :meth:`should_stop`: the ranks agree on the newest
+        checkpoint decision any of them has seen, so all return True together, once; save on rank 0.
+        """
         checkpoint = self._checkpoint
-        if checkpoint is None or checkpoint.seq <= self._checkpoint_taken:
+        seq = checkpoint.seq if checkpoint is not None else 0
+        if self._agreement is not None:
+            seq = self._agreement.max("checkpoint", seq, deferred=deferred)
+        if seq <= self._checkpoint_taken:
             return False
-        self._checkpoint_taken = checkpoint.seq
+        self._checkpoint_taken = seq
         return True
 
     @property
@@ -249,9 +271,10 @@ def init(
     run_key: str | None = None,
     tags: Sequence[str] = (),
     rank: int | None = None,
-    world_size: int = 1,
+    world_size: int | None = None,
     planned_steps: int | None = None,
     combine: str = "any",
+    reduce: str = "rank0",
     wait: float = 5.0,
     flush_interval: float = 0.5,
     max_pending: int = 100_000,
@@ -263,14 +286,22 @@ def init(
     omitted); with no ``monitor`` nothing is judged. ``planned_steps``: the step the run plans to end at,
     for budget-aware rules (log the learning rate as ``"lr"`` too, and they also see the schedule).
     ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
+    ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
+
+    Distributed: rank and world size come from torch.distributed when it is initialised, else from
+    RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
+    ``$TORCHELASTIC_RUN_ID``, or a key rank 0 broadcasts (then ``init`` is a collective).
     The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765. ``init`` waits up to
     ``wait`` seconds for the tracker; if it is away, training goes on and the run is created later. A
     policy the tracker refuses raises ``ValueError`` here, before training starts.
     """
+    detected_rank, detected_world = detect_rank_world()
+    rank = detected_rank if rank is None else rank
+    world_size = detected_world if world_size is None else world_size
     body: dict[str, Any] = {
         "project": project,
         "experiment": experiment,
-        "run_key": run_key or uuid.uuid4().hex,
+        "run_key": run_key or shared_run_key(world_size),
         "config": dict(config or {}),
         "tags": list(tags),
         "world_size": world_size,
@@ -280,12 +311,10 @@ def init(
     if planned_steps is not None:
         body["planned_steps"] = planned_steps
     if monitor is not None:
-        policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine}
+        policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
         if rules is not None:
             policy["rules"] = [dict(rule) for rule in rules]
         body["policy"] = policy
-    if rank is None:
-        rank = int(os.environ.get("RANK", "0") or 0)
     transport = Transport(url or os.environ.get("PLATEAU_URL") or DEFAULT_URL)
     run = Run(
         transport=transport,

@@ -25,7 +25,7 @@ from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
 
-Record = tuple[int, float, dict[str, Any]]  # (step, wall_time, metrics)
+Record = tuple[int, float, dict[str, Any], int | None]  # (step, wall_time, metrics, rank or None)
 
 
 @dataclass
@@ -104,13 +104,13 @@ class Sender:
 
     # --- called from the training loop: must be fast and never raise -------------------------------
 
-    def submit(self, step: int, metrics: Mapping[str, Any]) -> None:
+    def submit(self, step: int, metrics: Mapping[str, Any], rank: int | None = None) -> None:
         pending = self._pending
         if len(pending) >= self._max_pending:
             self.dropped_points += len(metrics)
             self._warn_once("full", "plateau: the send queue is full; dropping points (is the tracker down?)")
             return
-        pending.append((step, time.time(), dict(metrics)))
+        pending.append((step, time.time(), dict(metrics), rank))
         if self._monitor in metrics or len(pending) >= self._wake_records:
             self._wake.set()
 
@@ -210,7 +210,8 @@ class Sender:
         return _Batch(uuid.uuid4().hex, points, markers)
 
     def _append_points(self, points: list[dict[str, Any]], record: Record) -> None:
-        step, wall_time, metrics = record
+        step, wall_time, metrics, rank = record
+        rank = self._rank if rank is None else rank
         try:
             step = operator.index(step)
             if step < 0:
@@ -229,9 +230,7 @@ class Sender:
             if not isinstance(key, str) or not key:
                 self._warn_once("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
                 continue
-            points.append(
-                {"key": key, "step": step, "value": number, "rank": self._rank, "wall_time": wall_time}
-            )
+            points.append({"key": key, "step": step, "value": number, "rank": rank, "wall_time": wall_time})
 
     def _discard_pending(self) -> None:
         while self._pending:

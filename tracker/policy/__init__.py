@@ -7,7 +7,14 @@ does no I/O, so rules are tested by tables and replayed over history.
 from __future__ import annotations
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._policy import Evaluation, PolicySpec, default_rules, evaluate, initial_states
+from tracker.policy._policy import (
+    Evaluation,
+    PolicySpec,
+    default_rules,
+    evaluate,
+    evaluate_health,
+    initial_states,
+)
 from tracker.policy._registry import RULES, RuleSpec, build_rule
 from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ties, Verdict, fmt
 from tracker.policy.rules._checkpoint import CheckpointParams
@@ -35,6 +42,7 @@ __all__ = [
     "build_rule",
     "default_rules",
     "evaluate",
+    "evaluate_health",
     "fmt",
     "initial_states",
 ]

@@ -39,6 +39,12 @@ class Rule(ABC, Generic[P]):
     name: ClassVar[str]
     guard: ClassVar[bool] = False
     stops: ClassVar[bool] = True
+    # Health rules watch their own key on every rank (not the monitored metric) and only raise alerts.
+    health: ClassVar[bool] = False
+
+    def watch_key(self) -> str:
+        """The key whose points drive this rule: the monitored metric, or a health rule's own key."""
+        return self.monitor
 
     def __init__(self, params: P, *, monitor: str, mode: Mode) -> None:
         self.params = params

@@ -26,7 +26,9 @@ def default_rules() -> list[RuleSpec]:
 class PolicySpec(BaseModel):
     """What to watch and how to judge it: ``{monitor, mode, rules, combine}``.
 
-    ``monitor`` is the metric key judged (rank 0's value). Rules run in order on each new step of it.
+    ``monitor`` is the metric key judged: rank 0's value, or with ``reduce`` the mean/min/max over ranks,
+    judged once every rank has reported the step (or ``reduce_timeout_s`` after its first report, stated in
+    the decision). Rules run in order on each new step of it; health rules watch their own keys.
     ``combine``: ``any`` stops as soon as one rule says stop; ``all`` stops once every convergence rule has
     said so (each rule's stop is a vote that stands), while guard rules (non_finite, divergence,
     threshold, budget, percentile, asha) still stop on their own.
@@ -38,6 +40,13 @@ class PolicySpec(BaseModel):
     mode: Mode = "min"
     rules: list[RuleSpec] = Field(default_factory=default_rules, max_length=32)
     combine: Literal["any", "all"] = "any"
+    reduce: Literal["rank0", "mean", "min", "max"] = Field(
+        default="rank0",
+        description="judge rank 0's value, or a reduction over ranks once every rank has reported the step",
+    )
+    reduce_timeout_s: float = Field(
+        default=60.0, gt=0.0, allow_inf_nan=False, description="judge with the ranks present after this long"
+    )
 
     @model_validator(mode="after")
     def _rules_fit_the_mode(self) -> PolicySpec:
@@ -51,7 +60,11 @@ class PolicySpec(BaseModel):
 
     def required_keys(self) -> set[str]:
         """Metric keys besides ``monitor`` that the rules read."""
-        return {key for rule in self.build() for key in rule.required_keys()}
+        return {key for rule in self.build() if not rule.health for key in rule.required_keys()}
+
+    def health_keys(self) -> set[str]:
+        """Keys watched by health rules (on every rank)."""
+        return {rule.watch_key() for rule in self.build() if rule.health}
 
     def build(self) -> list[Rule[Any]]:
         return [build_rule(p, monitor=self.monitor, mode=self.mode) for p in self.rules]
@@ -80,8 +93,29 @@ def _smoothed(
     return Observation(obs.step, value, obs.wall_time, obs.extras), value
 
 
+def evaluate_health(
+    policy: PolicySpec, states: Sequence[State], observations: dict[str, list[Observation]]
+) -> tuple[list[State], list[Verdict]]:
+    """Run the health rules over the new points of their keys (every rank, in step then rank order).
+
+    Pure, like :func:`evaluate`; other rules' states are returned unchanged.
+    """
+    rules = policy.build()
+    current: list[dict[str, Any]] = [dict(s) for s in states]
+    verdicts: list[Verdict] = []
+    for index, rule in enumerate(rules):
+        if not rule.health:
+            continue
+        for obs in sorted(observations.get(rule.watch_key(), []), key=lambda o: (o.step, o.rank)):
+            inner, verdict = rule.observe(current[index]["s"], obs, Context())
+            current[index] = {**current[index], "s": inner}
+            if verdict is not None:
+                verdicts.append(verdict)
+    return current, verdicts
+
+
 def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict | None:
-    voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard]
+    voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard and not rule.health]
     if not voters or any(states[i]["vote"] is None for i in voters):
         return None
     votes = [states[i]["vote"] for i in voters]
@@ -119,6 +153,8 @@ def evaluate(
         last_step = obs.step
         stop = False
         for index, rule in enumerate(rules):
+            if rule.health:
+                continue
             wrapper = current[index]
             seen, ema = _smoothed(rule.params.ema, wrapper["ema"], obs)
             inner, verdict = rule.observe(wrapper["s"], seen, ctx)

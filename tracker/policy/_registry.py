@@ -13,6 +13,7 @@ from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
 from tracker.policy.rules._degenerate import Degenerate, DegenerateParams
 from tracker.policy.rules._divergence import Divergence, DivergenceParams
 from tracker.policy.rules._forecast import Forecast, ForecastParams
+from tracker.policy.rules._health import Staleness, StalenessParams, Straggler, StragglerParams
 from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
 from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
 from tracker.policy.rules._overfitting import Overfitting, OverfittingParams
@@ -39,6 +40,8 @@ RULES: dict[str, type[Rule[Any]]] = {
         Percentile,
         Asha,
         Degenerate,
+        Straggler,
+        Staleness,
     )
 }
 
@@ -57,7 +60,9 @@ RuleSpec = Annotated[
     | ForecastParams
     | PercentileParams
     | AshaParams
-    | DegenerateParams,
+    | DegenerateParams
+    | StragglerParams
+    | StalenessParams,
     Field(discriminator="rule"),
 ]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Mode = Literal["min", "max"]
-Action = Literal["continue", "checkpoint", "stop"]
+Action = Literal["continue", "checkpoint", "stop", "alert"]
 Ties = Literal["wait", "improve"]
 
 
@@ -23,6 +23,7 @@ class Observation:
     value: float
     wall_time: float
     extras: Mapping[str, float] = field(default_factory=dict)
+    rank: int = 0
 
 
 class Cohort(Protocol):

@@ -12,13 +12,14 @@ from tracker.schemas._common import MetricValue, Schema
 
 class DecisionPublic(Schema):
     """The tracker's verdict for a run: ``continue``, ``checkpoint`` or ``stop``, why, and the evidence.
+    ``alert`` decisions (a straggler, stale gradients) inform people and webhooks; trainers ignore them.
 
     ``seq`` orders a run's decisions (0: none yet). ``judged`` is false when a step-exact request timed out
     before the tracker had judged that step; the decision returned is then the latest one.
     """
 
     seq: int
-    action: Literal["continue", "checkpoint", "stop"]
+    action: Literal["continue", "checkpoint", "stop", "alert"]
     step: int | None = None
     best_step: int | None = None
     best_value: MetricValue | None = None

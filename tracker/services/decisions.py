@@ -24,10 +24,17 @@ def get_run_row(session: Session, run_id: int, *, lock: bool = False) -> models.
 
 
 def latest(session: Session, run: models.Run) -> DecisionPublic:
-    """The run's newest decision, or ``continue`` when it has none."""
+    """The run's newest decision for the trainer (alerts are for people), or ``continue`` if none."""
     if run.decision_seq == 0:
         return no_decision(run)
     row = session.get(models.Decision, (run.id, run.decision_seq))
+    if row is not None and row.action == "alert":
+        row = session.execute(
+            select(models.Decision)
+            .where(models.Decision.run_id == run.id, models.Decision.action != "alert")
+            .order_by(models.Decision.seq.desc())
+            .limit(1)
+        ).scalar_one_or_none()
     return decision_public(row) if row is not None else no_decision(run)
 
 
@@ -47,7 +54,11 @@ def at_step(session: Session, run: models.Run, step: int) -> DecisionPublic:
         return latest(session, run).model_copy(update={"judged": False})
     row = session.execute(
         select(models.Decision)
-        .where(models.Decision.run_id == run.id, models.Decision.step == step)
+        .where(
+            models.Decision.run_id == run.id,
+            models.Decision.step == step,
+            models.Decision.action != "alert",
+        )
         .order_by(models.Decision.seq.desc())
         .limit(1)
     ).scalar_one_or_none()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,7 +13,15 @@ from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import (
+    Context,
+    Observation,
+    PolicySpec,
+    Verdict,
+    evaluate,
+    evaluate_health,
+    initial_states,
+)
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch, PointIn
 from tracker.services import decisions
@@ -102,32 +111,16 @@ def _new_points(
 def _judge(
     session: Session, run: models.Run, key_ids: dict[str, int], fresh: dict[PointKey, PointIn], now: float
 ) -> None:
-    """Advance the policy over the monitored metric's new steps (rank 0) and record its decisions."""
+    """Advance the policy over the new points and record its decisions.
+
+    Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
+    0's value, or the reduction over ranks once the step is complete or timed out).
+    """
     if run.policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(step for _, _, step in fresh))
         return
     policy = PolicySpec.model_validate(run.policy)
-    monitor_id = key_ids.get(policy.monitor)
-    if monitor_id is None:
-        return
-    judged = sorted(
-        (step, point)
-        for (key_id, rank, step), point in fresh.items()
-        if key_id == monitor_id and rank == 0 and step > run.judged_step
-    )
-    if not judged:
-        return
-    newest = judged[-1][0]
-    extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [step for step, _ in judged])
-    observations = [
-        Observation(step, point.value, point.wall_time if point.wall_time is not None else now, extras[step])
-        for step, point in judged
-    ]
-    if run.stop_step is not None:
-        # Stopped: later steps are judged "stop" without running the rules again.
-        run.judged_step = max(run.judged_step, newest)
-        return
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -136,11 +129,36 @@ def _judge(
         ).scalars()
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
-    ctx = Context(planned_steps=run.planned_steps, cohort=ExperimentCohort(session, run, monitor_id))
-    evaluation = evaluate(policy, states, observations, ctx)
-    _save_states(session, run.id, policy, state_rows, evaluation.states, newest)
+    verdicts: list[Verdict] = []
+    health = _health_observations(policy, key_ids, fresh, now)
+    if health:
+        states, found = evaluate_health(policy, states, health)
+        verdicts += found
+    monitor_id = key_ids.get(policy.monitor)
+    ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
+    newest = ready[-1].step if ready else None
+    if ready and run.stop_step is None:
+        assert monitor_id is not None
+        extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [r.step for r in ready])
+        observations = [Observation(r.step, r.value, r.wall_time, extras[r.step]) for r in ready]
+        ctx = Context(planned_steps=run.planned_steps, cohort=ExperimentCohort(session, run, monitor_id))
+        evaluation = evaluate(policy, states, observations, ctx)
+        states = evaluation.states
+        notes = {r.step: r for r in ready}
+        reduced = policy.reduce != "rank0"
+        verdicts += [
+            _annotated(v, notes.get(v.step) if reduced else None, run.world_size) for v in evaluation.verdicts
+        ]
+        if evaluation.stop_step is not None:
+            run.stop_step = evaluation.stop_step
+            run.stop_rule = next(v.rule for v in evaluation.verdicts if v.action == "stop")
+    if newest is not None:
+        # Once stopped, later steps are judged "stop" without running the rules again.
+        run.judged_step = max(run.judged_step, newest)
+    if health or ready:
+        _save_states(session, run.id, policy, state_rows, states, run.judged_step)
     created = datetime.fromtimestamp(now, timezone.utc)
-    for verdict in evaluation.verdicts:
+    for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
         session.add(
             models.Decision(
@@ -156,10 +174,97 @@ def _judge(
                 created_at=created,
             )
         )
-    if evaluation.stop_step is not None:
-        run.stop_step = evaluation.stop_step
-        run.stop_rule = next(v.rule for v in evaluation.verdicts if v.action == "stop")
-    run.judged_step = max(run.judged_step, newest)
+
+
+def _health_observations(
+    policy: PolicySpec, key_ids: dict[str, int], fresh: dict[PointKey, PointIn], now: float
+) -> dict[str, list[Observation]]:
+    wanted = {key_ids[k]: k for k in policy.health_keys() if k in key_ids}
+    found: dict[str, list[Observation]] = {}
+    for (key_id, rank, step), point in fresh.items():
+        if key_id in wanted:
+            wall = point.wall_time if point.wall_time is not None else now
+            found.setdefault(wanted[key_id], []).append(Observation(step, point.value, wall, {}, rank))
+    return found
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A step of the monitored metric ready to be judged, with how its value was formed."""
+
+    step: int
+    value: float
+    wall_time: float
+    ranks: int
+    timed_out: bool
+
+
+def _reduce(values: list[float], op: str) -> float:
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    if op == "mean":
+        return math.fsum(values) / len(values)
+    return min(values) if op == "min" else max(values)
+
+
+def _ready_steps(
+    session: Session,
+    run: models.Run,
+    policy: PolicySpec,
+    monitor_id: int,
+    fresh: dict[PointKey, PointIn],
+    now: float,
+) -> list[_Ready]:
+    """The monitored metric's steps after ``judged_step`` that can be judged now, in order."""
+    if policy.reduce == "rank0":
+        return sorted(
+            (
+                _Ready(step, p.value, p.wall_time if p.wall_time is not None else now, 1, False)
+                for (key_id, rank, step), p in fresh.items()
+                if key_id == monitor_id and rank == 0 and step > run.judged_step
+            ),
+            key=lambda r: r.step,
+        )
+    if not any(key_id == monitor_id for key_id, _, _ in fresh):
+        return []
+    mp = models.MetricPoint
+    rows = session.execute(
+        select(mp.step, mp.rank, mp.value, mp.wall_time)
+        .where(mp.run_id == run.id, mp.key_id == monitor_id, mp.step > run.judged_step)
+        .order_by(mp.step)
+    ).tuples()
+    by_step: dict[int, list[tuple[float, float]]] = {}
+    for step, _rank, value, wall_time in rows:
+        by_step.setdefault(step, []).append((math.nan if value is None else value, wall_time))
+    ready = []
+    for step in sorted(by_step):
+        points = by_step[step]
+        first = min(wall for _, wall in points)
+        complete = len(points) >= run.world_size
+        timed_out = not complete and now - first >= policy.reduce_timeout_s
+        if not (complete or timed_out):
+            break  # steps are judged in order: wait for this one
+        values = [value for value, _ in points]
+        ready.append(
+            _Ready(step, _reduce(values, policy.reduce), max(w for _, w in points), len(points), timed_out)
+        )
+    return ready
+
+
+def _annotated(verdict: Verdict, ready: _Ready | None, world_size: int) -> Verdict:
+    """Say in the decision how a reduced value was formed, and when it was judged without every rank."""
+    if ready is None:
+        return verdict
+    evidence = {
+        **verdict.evidence,
+        "ranks_reported": ready.ranks,
+        "world_size": world_size,
+        "timed_out": ready.timed_out,
+    }
+    reason = verdict.reason
+    if ready.timed_out:
+        reason += f" (judged on {ready.ranks} of {world_size} ranks after the reduce timeout)"
+    return replace(verdict, evidence=evidence, reason=reason)
 
 
 def _extras(
