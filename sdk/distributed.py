@@ -1,12 +1,15 @@
 """Distributed health for torch.distributed jobs: sync-wait, stragglers (needs the ``torch`` extra).
 
 On rank r, for the c-th collective of a step, ``d[r,c]`` is the time from the rank's arrival at the
-collective to its completion. The fastest rank to complete waited least, so
+collective (at offset ``o[r,c]`` into the step) to its completion. The fastest rank to complete waited
+least, so rank r spent ``w[r,c] = d[r,c] - min_j d[j,c]`` of it waiting, then ``min_j d[j,c]`` moving
+data. Collectives overlap (DDP launches bucket all-reduces back to back, and they all wait for the same
+straggler), so the figures are lengths of unions of intervals on the rank's own clock, never sums:
 
-    sync_wait[r] = sum_c (d[r,c] - min_j d[j,c])      time lost waiting for slower ranks
-    comm[r]      = sum_c  min_j d[j,c]                 (about) the transfer itself
-    compute[r]   = step_time[r] - sync_wait[r]         the step as this rank alone would take it
-    rel_perf[r]  = min_j compute[j] / compute[r]       1 for the fastest rank, < 1 for a straggler
+    sync_wait[r] = |union_c [o[r,c], o[r,c] + w[r,c]]|           time lost waiting for slower ranks
+    comm[r]      = |union_c [o[r,c] + w[r,c], o[r,c] + d[r,c]]|  (about) the transfers themselves
+    compute[r]   = step_time[r] - sync_wait[r]                    the step as this rank alone would take it
+    rel_perf[r]  = min_j compute[j] / compute[r]                  1 for the fastest rank, < 1 for a straggler
 
 DDP's own "communication time" is ``d[r,c]`` summed, wait included: it makes a straggler look fast and the
 healthy ranks look communication-bound. Records are gathered every ``every`` steps (a step count, so every
@@ -72,8 +75,9 @@ class StepTimer:
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self._clock = _Clock(cuda=str(dist.get_backend(group)) == "nccl")
-        self._records: list[tuple[int, float, list[float]]] = []
+        self._records: list[tuple[int, float, list[tuple[float, float]]]] = []
         self._open: list[list[Any]] = []  # [start, end] marks of this step's collectives
+        self._step_mark: Any = None
         self._sections: dict[str, float] = {}
         self.last_figures: list[dict[str, Any]] = []
 
@@ -84,12 +88,17 @@ class StepTimer:
         """Time one training step; the gather runs on leaving every ``every``-th step."""
         self._open = []
         started = time.perf_counter()
+        self._step_mark = self._clock.mark()
         yield
         if self._clock.cuda:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - started
-        durations = [self._clock.seconds(start, end) for start, end in self._open if end is not None]
-        self._records.append((step, elapsed, durations))
+        spans = [
+            (self._clock.seconds(self._step_mark, start), self._clock.seconds(start, end))
+            for start, end in self._open
+            if end is not None
+        ]
+        self._records.append((step, elapsed, spans))
         if len(self._records) >= self.every:
             self.flush()
 
@@ -127,13 +136,13 @@ class StepTimer:
         records, self._records = self._records, []
         if not records:
             return []
-        width = 3 + self.max_collectives
+        width = 3 + 2 * self.max_collectives
         local = torch.zeros((len(records), width), dtype=torch.float64)
-        for i, (step, elapsed, durations) in enumerate(records):
-            kept = durations[: self.max_collectives]
+        for i, (step, elapsed, spans) in enumerate(records):
+            kept = spans[: self.max_collectives]
             local[i, 0], local[i, 1], local[i, 2] = step, elapsed, len(kept)
             if kept:
-                local[i, 3 : 3 + len(kept)] = torch.tensor(kept, dtype=torch.float64)
+                local[i, 3 : 3 + 2 * len(kept)] = torch.tensor(kept, dtype=torch.float64).flatten()
         device = (
             torch.device("cuda", torch.cuda.current_device()) if self._clock.cuda else torch.device("cpu")
         )
@@ -168,14 +177,43 @@ class StepTimer:
             )
 
 
+def _union(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by ``intervals`` (overlaps counted once)."""
+    total, end = 0.0, float("-inf")
+    for lo, hi in sorted(intervals):
+        if hi <= end:
+            continue
+        total += hi - max(lo, end)
+        end = hi
+    return total
+
+
 def step_figures(rows: torch.Tensor) -> dict[str, Any]:
-    """Figures of one step from its gathered rows (one per rank: step, step time, n, d_0 .. d_n-1)."""
+    """Figures of one step from its gathered rows (one per rank: step, step time, n, then for each
+    collective its start offset into the step and its duration)."""
     step_time = rows[:, 1]
+    ranks = rows.shape[0]
     n = int(rows[:, 2].min().item())
-    d = rows[:, 3 : 3 + n]
+    spans = rows[:, 3 : 3 + 2 * n].reshape(ranks, n, 2)
+    offsets, d = spans[:, :, 0], spans[:, :, 1]
     fastest = d.min(dim=0).values if n else torch.zeros(0, dtype=rows.dtype)
-    wait = (d - fastest).sum(dim=1) if n else torch.zeros(rows.shape[0], dtype=rows.dtype)
-    comm = fastest.sum().item() if n else 0.0
+    waits = d - fastest
+    wait = torch.tensor(
+        [
+            _union([(o, o + w) for o, w in zip(offsets[r].tolist(), waits[r].tolist(), strict=True)])
+            for r in range(ranks)
+        ],
+        dtype=rows.dtype,
+    )
+    comm = [
+        _union(
+            [
+                (o + w, o + t)
+                for o, w, t in zip(offsets[r].tolist(), waits[r].tolist(), d[r].tolist(), strict=True)
+            ]
+        )
+        for r in range(ranks)
+    ]
     compute = (step_time - wait).clamp(min=1e-9)
     rel = compute.min() / compute
     skew = (compute.max() - compute.min()).item()
@@ -184,7 +222,7 @@ def step_figures(rows: torch.Tensor) -> dict[str, Any]:
         "step_time_ms": (step_time * 1000).tolist(),
         "compute_time_ms": (compute * 1000).tolist(),
         "sync_wait_ms": (wait * 1000).tolist(),
-        "comm_ms": [comm * 1000] * rows.shape[0],
+        "comm_ms": [c * 1000 for c in comm],
         "rel_perf": rel.tolist(),
         "sync_wait_frac": (wait / step_time.clamp(min=1e-9)).tolist(),
         "skew_ms": skew * 1000,
@@ -209,3 +247,11 @@ class _TimedHook:
             return fut.value()
 
         return future.then(done)
+
+
+# DDP checks the hook's annotations against the real types; postponed (string) annotations fail that check.
+_TimedHook.run.__annotations__ = {
+    "_state": object,
+    "bucket": dist.GradBucket,  # type: ignore[attr-defined]
+    "return": torch.futures.Future[torch.Tensor],
+}

@@ -11,9 +11,10 @@ from fastapi import APIRouter, Query, Response, status
 from tracker import __version__
 from tracker.api.deps import DatabaseDep, KeysDep, NotifierDep, SettingsDep
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
+from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
-from tracker.services import decisions, history, ingest, runs
+from tracker.services import decisions, health, history, ingest, runs
 
 router = APIRouter(prefix="/api/v1")
 
@@ -22,7 +23,7 @@ _POLL_INTERVAL_S = 0.25
 
 
 @router.get("/health", tags=["health"])
-def health(database: DatabaseDep) -> dict[str, str]:
+def get_server_health(database: DatabaseDep) -> dict[str, str]:
     return {"status": "ok", "version": __version__, "database": database.engine.dialect.name}
 
 
@@ -117,3 +118,12 @@ def get_history(
 ) -> HistoryPage:
     """A page of one key's points in step order; follow ``next_step`` for the rest."""
     return history.page(database, run_id, key, rank=rank, start_step=start_step, limit=limit)
+
+
+@router.get("/runs/{run_id}/health", tags=["distributed"])
+def get_health(
+    run_id: int, database: DatabaseDep, last: Annotated[int, Query(ge=1, le=10_000)] = 20
+) -> HealthPublic:
+    """Distributed health: per-rank medians of the ``dist/`` figures, the straggler verdict with its
+    evidence, the staleness histogram per worker, and the run's alerts."""
+    return health.summary(database, run_id, last=last)

@@ -1,0 +1,117 @@
+"""Summarising a run's distributed health from its ``dist/`` series and alert decisions."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from sqlalchemy import func, select
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.schemas.health import HealthPublic, RankHealth, StragglerVerdict
+from tracker.services.convert import decision_public
+from tracker.services.decisions import get_run_row
+
+HIST_PREFIX = "dist/staleness_hist/"
+STRAGGLER_BOUND = 0.75
+
+
+def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
+    """Per rank, the median of the last ``last`` reports of each ``dist/`` figure; the straggler verdict
+    (the rank with the lowest median relative performance, if below the straggler rule's bound); the
+    staleness histogram per worker; and the run's alerts."""
+    with db.session() as session:
+        run = get_run_row(session, run_id)
+        mp, mk = models.MetricPoint, models.MetricKey
+        rows_keys = session.execute(
+            select(mk.id, mk.name).where(
+                mk.name.like("dist/%"),
+                mk.id.in_(select(mp.key_id).where(mp.run_id == run_id).distinct()),
+            )
+        ).tuples()
+        keys = {key_id: name for key_id, name in rows_keys}
+        per_rank: dict[int, dict[str, list[float]]] = {}
+        histogram: dict[int, dict[str, float]] = {}
+        for key_id, name in keys.items():
+            if name.startswith(HIST_PREFIX):
+                rows = session.execute(
+                    select(mp.rank, func.sum(mp.value))
+                    .where(mp.run_id == run_id, mp.key_id == key_id)
+                    .group_by(mp.rank)
+                ).tuples()
+                for rank, total in rows:
+                    histogram.setdefault(rank, {})[name[len(HIST_PREFIX) :]] = float(total or 0)
+                continue
+            # The newest `last` reports of each rank (ranks report at different rates).
+            newest = (
+                select(
+                    mp.rank,
+                    mp.value,
+                    func.row_number().over(partition_by=mp.rank, order_by=mp.step.desc()).label("age"),
+                )
+                .where(mp.run_id == run_id, mp.key_id == key_id)
+                .subquery()
+            )
+            rows = session.execute(select(newest.c.rank, newest.c.value).where(newest.c.age <= last)).tuples()
+            for rank, value in rows:
+                per_rank.setdefault(rank, {}).setdefault(name, []).append(
+                    math.nan if value is None else value
+                )
+        alerts = [
+            decision_public(row)
+            for row in session.execute(
+                select(models.Decision)
+                .where(models.Decision.run_id == run_id, models.Decision.action == "alert")
+                .order_by(models.Decision.seq)
+            ).scalars()
+        ]
+        world_size = run.world_size
+        bound = _straggler_bound(run.policy)
+    ranks = [
+        RankHealth(
+            rank=rank,
+            reports=max(len(v) for v in figures.values()),
+            figures={name: statistics.median(values) for name, values in sorted(figures.items())},
+        )
+        for rank, figures in sorted(per_rank.items())
+    ]
+    return HealthPublic(
+        run_id=run_id,
+        world_size=world_size,
+        ranks=ranks,
+        straggler=_straggler(ranks, bound),
+        staleness_histogram={
+            rank: dict(sorted(bins.items(), key=lambda kv: int(kv[0])))
+            for rank, bins in sorted(histogram.items())
+        },
+        alerts=alerts,
+    )
+
+
+def _straggler_bound(policy: dict[str, object] | None) -> float:
+    rules = policy.get("rules") if policy else None
+    for rule in rules if isinstance(rules, list) else []:
+        if isinstance(rule, dict) and rule.get("rule") == "straggler":
+            return float(rule.get("bound", STRAGGLER_BOUND))
+    return STRAGGLER_BOUND
+
+
+def _straggler(ranks: list[RankHealth], bound: float) -> StragglerVerdict | None:
+    rated = [(r.figures["dist/rel_perf"], r) for r in ranks if "dist/rel_perf" in r.figures]
+    if len(rated) < 2:
+        return None
+    value, slowest = min(rated, key=lambda pair: pair[0])
+    if not value < bound:
+        return None
+    waits = {r.rank: r.figures.get("dist/sync_wait_ms") for _, r in rated}
+    return StragglerVerdict(
+        rank=slowest.rank,
+        relative_performance=value,
+        bound=bound,
+        reason=(
+            f"rank {slowest.rank} is the straggler: median relative performance {value:.2f} < {bound:g}; "
+            f"median sync-wait by rank (ms): "
+            + ", ".join(f"{rank}: {wait:.1f}" for rank, wait in waits.items() if wait is not None)
+        ),
+    )
