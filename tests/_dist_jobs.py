@@ -45,7 +45,7 @@ def straggler(args: argparse.Namespace) -> dict:
         url=args.url,
         run_key=args.key,
         monitor="loss",
-        rules=[{"rule": "straggler", "bound": 0.75, "reports": 3}],
+        rules=[{"rule": "straggler", "bound": 0.75, "reports": 5, "warmup": 10}],
     )
     timer = StepTimer(run, every=10)
     timer.wrap_ddp(model)

@@ -70,8 +70,8 @@ def test_straggler_is_named_and_sync_wait_falls_on_the_others(tracker: TrackerPr
     assert figures["rel_perf"][2] < 0.75
     health = httpx.get(f"{tracker.url}/api/v1/runs/{figures['run_id']}/health").json()
     assert health["straggler"]["rank"] == 2
-    assert [a["rule"] for a in health["alerts"]] == ["straggler"]
-    assert health["alerts"][0]["evidence"]["rank"] == 2
+    assert health["alerts"]
+    assert {(a["rule"], a["evidence"]["rank"]) for a in health["alerts"]} == {("straggler", 2)}
     assert {r["rank"] for r in health["ranks"]} == {0, 1, 2}
 
 

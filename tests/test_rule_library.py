@@ -383,3 +383,16 @@ def test_incremental_state_gives_the_same_decisions_as_from_scratch(values, cuts
         assert [(v.action, v.step, v.rule, v.reason) for v in verdicts] == [
             (v.action, v.step, v.rule, v.reason) for v in whole.verdicts
         ]
+
+
+def test_straggler_alerts_once_through_noise_with_hysteresis() -> None:
+    from tracker.policy import evaluate_health
+
+    policy = PolicySpec.model_validate(
+        {"monitor": "loss", "rules": [{"rule": "straggler", "bound": 0.75, "reports": 3}]}
+    )
+    rel = {0: [1.0] * 12, 1: [0.95] * 12, 2: [0.3, 0.3, 0.3, 0.9, 0.3, 0.3, 0.9, 0.9, 0.3, 0.9, 0.9, 0.9]}
+    points = [Observation(s, rel[r][s], float(s), {}, r) for s in range(12) for r in rel]
+    states, verdicts = evaluate_health(policy, initial_states(policy), {"dist/rel_perf": points})
+    assert [(v.step, v.evidence["rank"]) for v in verdicts] == [(2, 2)]
+    assert states[0]["s"]["flagged"] == []  # three good reports in a row cleared it at the end

@@ -19,10 +19,30 @@ class StragglerParams(RuleParams):
     key: str = Field(default="dist/rel_perf", min_length=1)
     bound: float = Field(default=0.75, gt=0.0, lt=1.0)
     reports: int = Field(default=3, ge=1)
+    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
+
+
+def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[State, bool]:
+    """Hysteresis per rank: flagged after ``reports`` bad reports in a row, cleared only after ``reports``
+    good ones in a row, so a noisy report neither raises nor clears an alert. Returns (state, newly)."""
+    rank = str(obs.rank)
+    runs = dict(state["runs"])
+    flagged = list(state["flagged"])
+    count = runs.get(rank, 0)
+    # Positive counts bad reports in a row, negative counts good ones.
+    count = (count + 1 if count > 0 else 1) if bad else (count - 1 if count < 0 else -1)
+    runs[rank] = count
+    newly = False
+    if count >= reports and rank not in flagged:
+        flagged.append(rank)
+        newly = True
+    elif -count >= reports and rank in flagged:
+        flagged.remove(rank)
+    return {"runs": runs, "flagged": flagged}, newly
 
 
 class Straggler(Rule[StragglerParams]):
-    """Alerts once per straggling rank (again only after it has recovered). NaN reports are skipped."""
+    """Alerts when a rank becomes a straggler (see :func:`_flag` for the hysteresis). NaN is skipped."""
 
     name = "straggler"
     health = True
@@ -32,23 +52,14 @@ class Straggler(Rule[StragglerParams]):
         return self.params.key
 
     def initial_state(self) -> State:
-        return {"below": {}, "flagged": []}
+        return {"runs": {}, "flagged": []}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if not math.isfinite(obs.value):
+        if not math.isfinite(obs.value) or obs.step < p.warmup:
             return state, None
-        rank = str(obs.rank)
-        below = dict(state["below"])
-        flagged = list(state["flagged"])
-        if obs.value >= p.bound:
-            below.pop(rank, None)
-            if rank in flagged:
-                flagged.remove(rank)
-            return {"below": below, "flagged": flagged}, None
-        below[rank] = below.get(rank, 0) + 1
-        state = {"below": below, "flagged": flagged}
-        if below[rank] < p.reports or rank in flagged:
+        state, newly = _flag(state, obs, bad=obs.value < p.bound, reports=p.reports)
+        if not newly:
             return state, None
         verdict = Verdict(
             action="alert",
@@ -56,16 +67,16 @@ class Straggler(Rule[StragglerParams]):
             step=obs.step,
             reason=(
                 f"rank {obs.rank} is a straggler: relative performance {obs.value:.2f} < {p.bound:g} for "
-                f"{below[rank]} reports in a row (the others wait for it at every collective)"
+                f"{p.reports} reports in a row (the others wait for it at every collective)"
             ),
             evidence={
                 "rank": obs.rank,
                 "relative_performance": obs.value,
                 "bound": p.bound,
-                "reports": below[rank],
+                "reports": p.reports,
             },
         )
-        return {"below": below, "flagged": [*flagged, rank]}, verdict
+        return state, verdict
 
 
 class StalenessParams(RuleParams):
@@ -76,10 +87,11 @@ class StalenessParams(RuleParams):
     key: str = Field(default="dist/staleness_p95", min_length=1)
     bound: float = Field(default=8.0, gt=0.0)
     reports: int = Field(default=1, ge=1)
+    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
 
 
 class Staleness(Rule[StalenessParams]):
-    """Alerts once per stale worker (again only after it has recovered). NaN reports are skipped."""
+    """Alerts when a worker becomes stale (the same hysteresis as ``straggler``). NaN is skipped."""
 
     name = "staleness"
     health = True
@@ -89,23 +101,14 @@ class Staleness(Rule[StalenessParams]):
         return self.params.key
 
     def initial_state(self) -> State:
-        return {"above": {}, "flagged": []}
+        return {"runs": {}, "flagged": []}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if not math.isfinite(obs.value):
+        if not math.isfinite(obs.value) or obs.step < p.warmup:
             return state, None
-        rank = str(obs.rank)
-        above = dict(state["above"])
-        flagged = list(state["flagged"])
-        if obs.value <= p.bound:
-            above.pop(rank, None)
-            if rank in flagged:
-                flagged.remove(rank)
-            return {"above": above, "flagged": flagged}, None
-        above[rank] = above.get(rank, 0) + 1
-        state = {"above": above, "flagged": flagged}
-        if above[rank] < p.reports or rank in flagged:
+        state, newly = _flag(state, obs, bad=obs.value > p.bound, reports=p.reports)
+        if not newly:
             return state, None
         verdict = Verdict(
             action="alert",
@@ -117,4 +120,4 @@ class Staleness(Rule[StalenessParams]):
             ),
             evidence={"rank": obs.rank, "staleness_p95": obs.value, "bound": p.bound},
         )
-        return {"above": above, "flagged": [*flagged, rank]}, verdict
+        return state, verdict
