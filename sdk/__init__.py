@@ -16,5 +16,6 @@ from __future__ import annotations
 
 from sdk._decision import Decision
 from sdk._run import DEFAULT_URL, Run, init
+from sdk._spool import SyncReport, sync
 
-__all__ = ["DEFAULT_URL", "Decision", "Run", "init"]
+__all__ = ["DEFAULT_URL", "Decision", "Run", "SyncReport", "init", "sync"]

@@ -10,12 +10,14 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
 from sdk._decision import CONTINUE, Decision
 from sdk._sender import Sender
+from sdk._spool import Spool, default_spool_dir
 from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
@@ -69,6 +71,7 @@ class Run:
         flush_interval: float = 0.5,
         max_pending: int = 100_000,
         exit_timeout: float = 10.0,
+        spool: Spool | None = None,
     ) -> None:
         self._transport = transport
         self.monitor = monitor
@@ -92,6 +95,7 @@ class Run:
             on_decision=self._on_decision,
             flush_interval=flush_interval,
             max_pending=max_pending,
+            spool=spool,
         )
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -112,6 +116,16 @@ class Run:
             error = self._sender.create_error
             self._close_quietly()
             raise ValueError(f"the tracker refused this run: {error}")
+
+    @property
+    def spooled_points(self) -> int:
+        """Points written to the disk spool because the tracker could not take them."""
+        return self._sender.spooled_points
+
+    @property
+    def lost_points(self) -> int:
+        """Points dropped: the queue and the spool were full, or the spool is disabled."""
+        return self._sender.dropped_points
 
     @property
     def id(self) -> int | None:
@@ -193,7 +207,7 @@ class Run:
         deadline = time.monotonic() + timeout
         self._sender.flush(timeout)
         run_id = self.id
-        if run_id is None:
+        if run_id is None or self._sender._offline:
             return self._unjudged()
         try:
             decision = self._transport.get_decision(
@@ -216,8 +230,9 @@ class Run:
     def finish(self, status: str | None = None, timeout: float = 10.0) -> int:
         """Flush (up to ``timeout`` seconds), mark the run ended, stop the sender.
 
-        ``status`` defaults to ``stopped`` when the tracker decided to stop, else ``finished``. Returns the
-        number of points that could not be sent. Calling it again does nothing.
+        ``status`` defaults to ``stopped`` when the tracker decided to stop, else ``finished``. What the
+        tracker did not take in time goes to the disk spool (``plateau sync`` sends it later). Returns the
+        number of points lost: neither sent nor spooled. Calling it again does nothing.
         """
         with self._lock:
             if self._finished:
@@ -227,15 +242,25 @@ class Run:
         left = self._sender.close(timeout)
         status = status or ("stopped" if self.should_stop() else "finished")
         run_id = self.id
-        if run_id is not None:
+        if run_id is not None and not self._sender._offline:
             try:
                 self._transport.finish_run(run_id, status, timeout=max(0.5, deadline - time.monotonic()))
             except (RetryableError, RejectedError) as exc:
                 logger.warning("plateau: could not mark run %d %s: %s", run_id, status, exc)
+        spool = self._sender.spool
+        if spool is not None and spool.pending():
+            logger.warning(
+                "plateau: %d spooled batches of run %s wait at %s; `plateau sync` sends them",
+                len(spool.pending()),
+                run_id,
+                spool.dir,
+            )
         if left:
-            logger.warning("plateau: %d points of run %s could not be sent before the deadline", left, run_id)
-        if self._sender.dropped_points:
-            logger.warning("plateau: %d points were dropped (send queue full)", self._sender.dropped_points)
+            logger.warning(
+                "plateau: %d points of run %s were lost (queue or spool full, or spool disabled)",
+                left,
+                run_id,
+            )
         _live_runs.discard(self)
         self._transport.close()
         return left
@@ -279,6 +304,9 @@ def init(
     flush_interval: float = 0.5,
     max_pending: int = 100_000,
     exit_timeout: float = 10.0,
+    spool_dir: str | os.PathLike[str] | None = None,
+    spool: bool = True,
+    spool_max_bytes: int = 512 * 1024 * 1024,
 ) -> Run:
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
@@ -292,7 +320,9 @@ def init(
     RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
     ``$TORCHELASTIC_RUN_ID``, or a key rank 0 broadcasts (then ``init`` is a collective).
     The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765. ``init`` waits up to
-    ``wait`` seconds for the tracker; if it is away, training goes on and the run is created later. A
+    ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
+    (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
+    is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
     policy the tracker refuses raises ``ValueError`` here, before training starts.
     """
     detected_rank, detected_world = detect_rank_world()
@@ -315,7 +345,19 @@ def init(
         if rules is not None:
             policy["rules"] = [dict(rule) for rule in rules]
         body["policy"] = policy
-    transport = Transport(url or os.environ.get("PLATEAU_URL") or DEFAULT_URL)
+    resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
+    transport = Transport(resolved_url)
+    disk = (
+        Spool(
+            Path(spool_dir) if spool_dir is not None else default_spool_dir(),
+            body["run_key"],
+            url=resolved_url,
+            create_body=body,
+            max_bytes=spool_max_bytes,
+        )
+        if spool
+        else None
+    )
     run = Run(
         transport=transport,
         create_body=body,
@@ -324,6 +366,7 @@ def init(
         flush_interval=flush_interval,
         max_pending=max_pending,
         exit_timeout=exit_timeout,
+        spool=disk,
     )
     run._start(wait)
     return run

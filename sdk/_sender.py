@@ -2,14 +2,19 @@
 
 The training loop only appends to a bounded deque (``submit``); everything slow happens here. The thread
 wakes when the monitored metric is logged (so decisions are not held back), when a batch is full, on a
-flush, or every ``flush_interval`` seconds. A batch that fails with a retryable error is kept, with its
-``batch_id``, and sent again after a capped, jittered exponential backoff; the tracker applies it once.
+flush, or every ``flush_interval`` seconds.
+
+Online, it posts batches; the tracker applies each ``batch_id`` once, so a retried batch is never counted
+twice. When the tracker cannot be reached (network errors, 408, 429, 5xx) the sender goes offline: the
+failed batch and everything logged after it go to the disk spool, and a probe (capped, jittered
+exponential backoff, honouring Retry-After) looks for the tracker; when it answers, the run is created or
+joined and the spool is replayed in order before new batches. Other 4xx answers are reported once and the
+batch is dropped (sending it again would not help). Without a spool, batches wait in memory instead.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import operator
 import random
 import threading
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdk._decision import Decision
+from sdk._spool import Spool, replay
 from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
@@ -30,7 +36,7 @@ Record = tuple[int, float, dict[str, Any], int | None]  # (step, wall_time, metr
 
 @dataclass
 class _Marker:
-    """Put in the queue by ``flush``; set once everything before it has been sent (or given up on)."""
+    """Put in the queue by ``flush``; set once everything before it is sent or safe in the spool."""
 
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -42,13 +48,8 @@ class _Batch:
     markers: list[_Marker]
 
 
-def _to_float(value: Any) -> float:
-    # float() covers int, float, bool, numpy scalars and one-element torch tensors.
-    return float(value)
-
-
 class Sender:
-    """Owns the queue, the thread, and the run's creation on the tracker."""
+    """Owns the queue, the thread, the spool, and the run's creation on the tracker."""
 
     def __init__(
         self,
@@ -59,6 +60,7 @@ class Sender:
         rank: int,
         on_created: Callable[[dict[str, Any]], None],
         on_decision: Callable[[Decision], None],
+        spool: Spool | None = None,
         max_pending: int = 100_000,
         batch_points: int = 2_000,
         flush_interval: float = 0.5,
@@ -70,6 +72,7 @@ class Sender:
         self._rank = rank
         self._on_created = on_created
         self._on_decision = on_decision
+        self.spool = spool
         self._max_pending = max_pending
         self._batch_points = batch_points
         # A batch is full when its records hold about batch_points points; records hold ~10 keys at most.
@@ -81,6 +84,7 @@ class Sender:
         self.create_error: str | None = None
         self.dropped_points = 0
         self.rejected_points = 0
+        self.spooled_points = 0
         self._warned: set[str] = set()
         self._reset_threading()
 
@@ -89,8 +93,9 @@ class Sender:
         self._inflight: _Batch | None = None
         self._wake = threading.Event()
         self._abandon = threading.Event()
-        self._closing = False
+        self._offline = False
         self._failures = 0
+        self._next_probe = 0.0
         self._thread = threading.Thread(target=self._loop, name="plateau-sender", daemon=True)
 
     def start(self) -> None:
@@ -99,8 +104,7 @@ class Sender:
     def restart_after_fork(self) -> None:
         """In a forked child the thread is gone: start afresh, without the parent's unsent records."""
         self._reset_threading()
-        if self.run_id is not None:
-            self._thread.start()
+        self._thread.start()
 
     # --- called from the training loop: must be fast and never raise -------------------------------
 
@@ -108,14 +112,16 @@ class Sender:
         pending = self._pending
         if len(pending) >= self._max_pending:
             self.dropped_points += len(metrics)
-            self._warn_once("full", "plateau: the send queue is full; dropping points (is the tracker down?)")
+            self._warn_once(
+                "full", "plateau: the send queue is full; dropping points (the disk is too slow?)"
+            )
             return
         pending.append((step, time.time(), dict(metrics), rank))
         if self._monitor in metrics or len(pending) >= self._wake_records:
             self._wake.set()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until everything logged before this call is sent; False if ``timeout`` ran out first."""
+        """Wait until everything logged before this call is sent or in the spool; False on timeout."""
         if not self._thread.is_alive():
             return not self._pending and self._inflight is None
         marker = _Marker()
@@ -124,14 +130,32 @@ class Sender:
         return marker.done.wait(max(0.0, timeout))
 
     def close(self, timeout: float) -> int:
-        """Flush with a deadline, then stop the thread. Returns how many points were left unsent."""
-        self._closing = True
+        """Flush with a deadline, keep trying to deliver the spool until then, stop the thread, and spool
+        what is left. Returns points lost (neither sent nor spooled)."""
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
+        while (
+            self.spool is not None
+            and self.create_error is None
+            and (self._offline or self.run_id is None)
+            and time.monotonic() < deadline
+        ):
+            self._next_probe = 0.0  # at the end, probe now rather than after the backoff
+            self._wake.set()
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         self._abandon.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1.0)
-        return self.unsent_points()
+        if self._inflight is not None and self._inflight.points:
+            self._stash(self._inflight)
+        self._inflight = None
+        while True:
+            batch = self._take_batch()
+            if batch is None:
+                break
+            self._stash(batch)
+        return self.unsent_points() + self.dropped_points
 
     def unsent_points(self) -> int:
         left = sum(len(r[2]) for r in list(self._pending) if not isinstance(r, _Marker))
@@ -144,33 +168,44 @@ class Sender:
             self._wake.wait(self._flush_interval)
             self._wake.clear()
             try:
-                if self._ensure_run():
-                    self._drain()
+                self._cycle()
             except Exception:  # a bug here must not kill the thread and silently stop sending
                 logger.exception("plateau: unexpected error in the sender thread")
                 self._abandon.wait(1.0)
 
-    def _ensure_run(self) -> bool:
-        if self.run_id is not None:
-            return True
+    def _cycle(self) -> None:
+        if (self.run_id is None or self._offline) and time.monotonic() >= self._next_probe:
+            self._reconnect()
         if self.create_error is not None:
             self._discard_pending()
-            return False
+        elif self.run_id is None or self._offline:
+            if self.spool is not None:
+                self._spill()
+        else:
+            self._drain()
+
+    def _reconnect(self) -> None:
+        """Create or join the run if needed, then replay the spool; stay offline on failure."""
         try:
-            created = self._transport.create_run(self._create_body)
+            if self.run_id is None:
+                created = self._transport.create_run(self._create_body)
+                self.run_id = int(created["id"])
+                self._on_created(created)
+                self.created.set()
+            if self.spool is not None and self.spool.pending():
+                result = replay(self._transport, self.run_id, self.spool.pending(), self._on_decision)
+                self.rejected_points += result.rejected
+                if not result.complete:
+                    raise RetryableError(result.errors[-1] if result.errors else "spool replay interrupted")
         except RetryableError as exc:
-            self._backoff("create", exc)
-            return False
+            self._go_offline(exc)
         except RejectedError as exc:
             self.create_error = str(exc)
             logger.error("plateau: the tracker refused to create the run: %s", exc)
             self.created.set()
-            return False
-        self.run_id = int(created["id"])
-        self._on_created(created)
-        self.created.set()
-        self._recovered()
-        return True
+        else:
+            self._offline = False
+            self._recovered()
 
     def _drain(self) -> None:
         assert self.run_id is not None
@@ -183,17 +218,44 @@ class Sender:
                 try:
                     decision = self._transport.send_points(self.run_id, batch.batch_id, batch.points)
                 except RetryableError as exc:
-                    self._backoff("send", exc)
-                    return
+                    self._go_offline(exc)
+                    if self.spool is None:
+                        return  # keep it in hand; try again after the backoff
+                    self._stash(batch)
                 except RejectedError as exc:
                     self.rejected_points += len(batch.points)
-                    logger.error("plateau: the tracker rejected %d points: %s", len(batch.points), exc)
+                    self._warn_once(
+                        f"rejected:{str(exc)[:12]}", f"plateau: the tracker rejected points: {exc}"
+                    )
                 else:
                     self._recovered()
                     self._on_decision(decision)
-            self._inflight = None
-            for marker in batch.markers:
-                marker.done.set()
+            self._finish(batch)
+            if self._offline:
+                return
+
+    def _spill(self) -> None:
+        """Offline: move everything queued to the spool, so memory stays bounded and nothing is lost."""
+        while not self._abandon.is_set():
+            batch = self._inflight or self._take_batch()
+            if batch is None:
+                return
+            self._inflight = batch
+            if batch.points:
+                self._stash(batch)
+            self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        self._inflight = None
+        for marker in batch.markers:
+            marker.done.set()
+
+    def _stash(self, batch: _Batch) -> None:
+        if self.spool is not None and self.spool.write(batch.batch_id, batch.points):
+            self.spooled_points += len(batch.points)
+            return
+        self.dropped_points += len(batch.points)
+        self._warn_once("spool-full", "plateau: the spool is full or disabled; dropping points")
 
     def _take_batch(self) -> _Batch | None:
         points: list[dict[str, Any]] = []
@@ -221,7 +283,7 @@ class Sender:
             return
         for key, value in metrics.items():
             try:
-                number = _to_float(value)
+                number = float(value)  # int, float, bool, numpy scalars, one-element torch tensors
             except (TypeError, ValueError):
                 self._warn_once(
                     f"value:{key}", f"plateau: {key!r} = {value!r} is not a number; its points are dropped"
@@ -240,19 +302,21 @@ class Sender:
             else:
                 self.rejected_points += len(item[2])
 
-    def _backoff(self, what: str, exc: RetryableError) -> None:
+    def _go_offline(self, exc: RetryableError) -> None:
+        self._offline = True
         self._failures += 1
+        where = f"; points go to the spool at {self.spool.dir}" if self.spool is not None else ""
         self._warn_once(
             "unreachable",
-            f"plateau: cannot reach the tracker at {self._transport.url} ({exc}); training goes on, "
-            "points are kept and sent when it is back",
+            f"plateau: cannot reach the tracker at {self._transport.url} ({exc}); training goes on{where} "
+            "and they are sent when it is back",
         )
-        delay = min(self._max_backoff, 0.25 * 2 ** min(self._failures - 1, 10))
-        delay *= random.uniform(0.5, 1.0)
+        delay = min(self._max_backoff, 0.25 * 2 ** min(self._failures - 1, 10)) * random.uniform(0.5, 1.0)
         if exc.retry_after is not None:
             delay = max(delay, min(exc.retry_after, self._max_backoff))
-        logger.debug("plateau: %s failed (%s); retrying in %.2fs", what, exc, delay)
-        self._abandon.wait(delay if math.isfinite(delay) else self._max_backoff)
+        self._next_probe = time.monotonic() + delay
+        if self.spool is None:
+            self._abandon.wait(delay)
 
     def _recovered(self) -> None:
         if self._failures:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,14 @@ from sqlalchemy.engine import make_url
 from tests._server import TrackerProcess
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(autouse=True)
+def plateau_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's SDK spool (and anything else under PLATEAU_HOME) lives in its own temporary folder."""
+    home = tmp_path_factory.mktemp("plateau-home")
+    monkeypatch.setenv("PLATEAU_HOME", str(home))
+    return home
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,19 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return run_replay(args)
 
 
+def _cmd_sync(args: argparse.Namespace) -> int:
+    import sdk
+
+    report = sdk.sync(Path(args.spool) if args.spool else None, url=args.url)
+    print(
+        f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent; "
+        f"{report.rejected} rejected; {report.left} batches left in the spool"
+    )
+    for error in report.errors[:20]:
+        print(f"  {error}", file=sys.stderr)
+    return 0 if report.left == 0 else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -117,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(handler=_cmd_replay)
+
+    sync = commands.add_parser("sync", help="send the SDK's spooled points to the tracker")
+    sync.add_argument("--spool", help="spool folder (default $PLATEAU_HOME/spool)")
+    sync.add_argument("--url", help="tracker URL (default: the one each run was logging to)")
+    sync.set_defaults(handler=_cmd_sync)
     return parser
 
 

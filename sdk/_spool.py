@@ -1,0 +1,170 @@
+"""The disk spool: batches the tracker could not take wait here, with their batch ids, until it can.
+
+Layout: ``<spool>/<run_key>/run.json`` (the tracker URL and the run's create body, so a later process can
+create or join the run) and one ``b-<time_ns>-<pid>-<batch_id>.json`` per batch; names sort in write
+order. Each file is written to a temporary name and renamed, so a crash leaves whole batches only. Replay
+sends them in order with their original batch ids (the tracker applies each once) and deletes each file
+once the tracker has acknowledged it. The spool is bounded in bytes; past the bound batches are dropped
+and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sdk._transport import RejectedError, RetryableError, Transport
+
+logger = logging.getLogger("plateau")
+
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+
+
+def default_spool_dir() -> Path:
+    home = os.environ.get("PLATEAU_HOME")
+    return (Path(home) if home else Path.home() / ".plateau").expanduser() / "spool"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:120] or "run"
+
+
+class Spool:
+    """One run's spool folder."""
+
+    def __init__(
+        self,
+        root: Path,
+        run_key: str,
+        *,
+        url: str,
+        create_body: dict[str, Any],
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.root = root
+        self.dir = root / _safe(run_key)
+        self.url = url
+        self.create_body = create_body
+        self.max_bytes = max_bytes
+        self._bytes: int | None = None
+
+    def _used(self) -> int:
+        if self._bytes is None:
+            self._bytes = (
+                sum(p.stat().st_size for p in self.root.rglob("*.json") if p.is_file())
+                if self.root.exists()
+                else 0
+            )
+        return self._bytes
+
+    def write(self, batch_id: str, points: list[dict[str, Any]]) -> bool:
+        """Store a batch; False when the spool is full (the batch is then lost, and counted by the caller)."""
+        content = json.dumps({"batch_id": batch_id, "points": points}, separators=(",", ":"))
+        if self._used() + len(content) > self.max_bytes:
+            return False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "run.json"
+        if not meta.exists():
+            _atomic_write(meta, json.dumps({"url": self.url, "create": self.create_body}))
+        _atomic_write(self.dir / f"b-{time.time_ns():020d}-{os.getpid()}-{_safe(batch_id)}.json", content)
+        self._bytes = self._used() + len(content)
+        return True
+
+    def pending(self) -> list[Path]:
+        return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []
+
+    def forget(self, path: Path) -> None:
+        size = path.stat().st_size
+        path.unlink(missing_ok=True)
+        if self._bytes is not None:
+            self._bytes = max(0, self._bytes - size)
+
+
+def _atomic_write(path: Path, content: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(content)
+    os.replace(tmp, path)
+
+
+@dataclass
+class ReplayResult:
+    batches: int = 0
+    points: int = 0
+    rejected: int = 0
+    complete: bool = True
+    errors: list[str] = field(default_factory=list)
+
+
+def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = None) -> ReplayResult:
+    """Send spooled batch ``files`` in order; stop at the first retryable failure (they stay for later)."""
+    result = ReplayResult()
+    for path in files:
+        try:
+            batch = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:  # a torn or foreign file: keep it aside, never resend garbage
+            result.errors.append(f"{path.name}: {exc}")
+            path.rename(path.with_suffix(".bad"))
+            continue
+        try:
+            decision = transport.send_points(run_id, batch["batch_id"], batch["points"])
+        except RetryableError as exc:
+            result.complete = False
+            result.errors.append(str(exc))
+            return result
+        except RejectedError as exc:
+            result.rejected += len(batch["points"])
+            result.errors.append(str(exc))
+            logger.error("plateau: the tracker rejected spooled batch %s: %s", path.name, exc)
+        else:
+            result.batches += 1
+            result.points += len(batch["points"])
+            if on_sent is not None:
+                on_sent(decision)
+        path.unlink(missing_ok=True)
+    return result
+
+
+@dataclass
+class SyncReport:
+    runs: int = 0
+    batches: int = 0
+    points: int = 0
+    rejected: int = 0
+    left: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
+    """Replay every run's spooled batches (``plateau sync``): create or join each run by its run key,
+    send its batches in order, delete what the tracker acknowledged."""
+    root = spool_dir or default_spool_dir()
+    report = SyncReport()
+    for meta in sorted(root.glob("*/run.json")) if root.exists() else []:
+        info = json.loads(meta.read_text())
+        files = sorted(meta.parent.glob("b-*.json"))
+        transport = Transport(url or info["url"])
+        try:
+            created = transport.create_run(info["create"])
+            result = replay(transport, int(created["id"]), files)
+        except (RetryableError, RejectedError) as exc:
+            report.errors.append(f"{meta.parent.name}: {exc}")
+            report.left += len(files)
+            continue
+        finally:
+            transport.close()
+        report.runs += 1
+        report.batches += result.batches
+        report.points += result.points
+        report.rejected += result.rejected
+        report.errors += result.errors
+        left = sorted(meta.parent.glob("b-*.json"))
+        report.left += len(left)
+        if not left and not any(meta.parent.glob("*.bad")):
+            meta.unlink(missing_ok=True)
+            meta.parent.rmdir()
+    return report
