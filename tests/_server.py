@@ -23,7 +23,13 @@ class TrackerProcess:
     """Starts ``plateau serve`` and waits for its health check; ``stop()`` terminates it."""
 
     def __init__(
-        self, home: Path, *, workers: int = 1, database_url: str | None = None, port: int | None = None
+        self,
+        home: Path,
+        *,
+        workers: int = 1,
+        database_url: str | None = None,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.home = home
         self.port = port or free_port()
@@ -33,7 +39,7 @@ class TrackerProcess:
         command += ["--workers", str(workers)]
         if database_url:
             command += ["--database-url", database_url]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")}, **(env or {})}
         home.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -14,6 +14,7 @@ from tracker.api.routes import router
 from tracker.config import Settings
 from tracker.db.engine import Database
 from tracker.db.prepare import prepare_schema
+from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
 
@@ -29,9 +30,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         database = Database(url)
         app.state.database = database
         app.state.notifier.bind(asyncio.get_running_loop())
+        deliverer = Deliverer(
+            database,
+            DeliveryPolicy(
+                poll_s=settings.webhook_poll_s,
+                backoff_base_s=settings.webhook_backoff_base_s,
+                backoff_max_s=settings.webhook_backoff_max_s,
+                max_attempts=settings.webhook_max_attempts,
+            ),
+        )
+        app.state.deliverer = deliverer
+        deliverer.start()  # also delivers what a previous process committed but never sent
         try:
             yield
         finally:
+            await deliverer.stop()
             database.dispose()
 
     app = FastAPI(

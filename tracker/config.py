@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     max_wait_seconds: float = Field(default=60.0, gt=0)
     # Largest request body accepted by the ingest route, in bytes.
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
+    # Webhook delivery: how often to look for due deliveries, and the retry backoff.
+    webhook_poll_s: float = Field(default=0.5, gt=0)
+    webhook_backoff_base_s: float = Field(default=1.0, gt=0)
+    webhook_backoff_max_s: float = Field(default=60.0, gt=0)
+    webhook_max_attempts: int = Field(default=30, ge=1)
 
     def resolved_database_url(self) -> str:
         """The configured database URL, or the embedded SQLite file under ``home``."""

@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from tracker.config import Settings
 from tracker.db.engine import Database
+from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
 
@@ -32,7 +33,13 @@ def _notifier(request: Request) -> RunNotifier:
     return notifier
 
 
+def _deliverer(request: Request) -> Deliverer:
+    deliverer: Deliverer = request.app.state.deliverer
+    return deliverer
+
+
 DatabaseDep = Annotated[Database, Depends(_database)]
+DelivererDep = Annotated[Deliverer, Depends(_deliverer)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 KeysDep = Annotated[KeyCache, Depends(_keys)]
 NotifierDep = Annotated[RunNotifier, Depends(_notifier)]

@@ -9,12 +9,13 @@ from anyio import to_thread
 from fastapi import APIRouter, Query, Response, status
 
 from tracker import __version__
-from tracker.api.deps import DatabaseDep, KeysDep, NotifierDep, SettingsDep
+from tracker.api.deps import DatabaseDep, DelivererDep, KeysDep, NotifierDep, SettingsDep
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
-from tracker.services import decisions, health, history, ingest, runs
+from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
+from tracker.services import decisions, health, history, ingest, runs, webhooks
 
 router = APIRouter(prefix="/api/v1")
 
@@ -56,20 +57,29 @@ def get_run(run_id: int, database: DatabaseDep) -> RunPublic:
 
 
 @router.post("/runs/{run_id}/finish", tags=["runs"])
-def finish_run(run_id: int, request: RunFinish, database: DatabaseDep, notifier: NotifierDep) -> RunPublic:
+def finish_run(
+    run_id: int, request: RunFinish, database: DatabaseDep, notifier: NotifierDep, deliverer: DelivererDep
+) -> RunPublic:
     run = runs.finish(database, run_id, request)
     notifier.notify(run_id)
+    deliverer.poke()
     return run
 
 
 @router.post("/runs/{run_id}/metrics", tags=["metrics"])
 def ingest_metrics(
-    run_id: int, batch: MetricBatch, database: DatabaseDep, keys: KeysDep, notifier: NotifierDep
+    run_id: int,
+    batch: MetricBatch,
+    database: DatabaseDep,
+    keys: KeysDep,
+    notifier: NotifierDep,
+    deliverer: DelivererDep,
 ) -> IngestResult:
     """Store a batch of points; the answer carries the run's latest decision."""
     result = ingest.ingest(database, keys, run_id, batch)
     if result.accepted:
         notifier.notify(run_id)
+        deliverer.poke()
     return result
 
 
@@ -127,3 +137,33 @@ def get_health(
     """Distributed health: per-rank medians of the ``dist/`` figures, the straggler verdict with its
     evidence, the staleness histogram per worker, and the run's alerts."""
     return health.summary(database, run_id, last=last)
+
+
+@router.post("/projects/{project}/webhooks", status_code=status.HTTP_201_CREATED, tags=["webhooks"])
+def create_webhook(project: str, request: WebhookCreate, database: DatabaseDep) -> WebhookPublic:
+    """Subscribe ``url`` to the project's ``events``; each delivery is signed with ``secret``."""
+    return webhooks.create(database, project, request)
+
+
+@router.get("/projects/{project}/webhooks", tags=["webhooks"])
+def list_webhooks(project: str, database: DatabaseDep) -> WebhooksPublic:
+    return webhooks.list_hooks(database, project)
+
+
+@router.delete(
+    "/projects/{project}/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["webhooks"]
+)
+def delete_webhook(project: str, webhook_id: int, database: DatabaseDep) -> None:
+    webhooks.delete(database, project, webhook_id)
+
+
+@router.get("/projects/{project}/webhooks/{webhook_id}/deliveries", tags=["webhooks"])
+def list_deliveries(
+    project: str,
+    webhook_id: int,
+    database: DatabaseDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> DeliveriesPublic:
+    """The delivery log: every attempt's outcome, newest first."""
+    return webhooks.deliveries(database, project, webhook_id, limit=limit, offset=offset)

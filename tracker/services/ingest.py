@@ -24,7 +24,7 @@ from tracker.policy import (
 )
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch, PointIn
-from tracker.services import decisions
+from tracker.services import decisions, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.keys import KeyCache
 
@@ -160,20 +160,21 @@ def _judge(
     created = datetime.fromtimestamp(now, timezone.utc)
     for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
-        session.add(
-            models.Decision(
-                run_id=run.id,
-                seq=run.decision_seq,
-                step=verdict.step,
-                action=verdict.action,
-                rule=verdict.rule,
-                reason=verdict.reason,
-                evidence=json_safe(verdict.evidence),
-                best_step=verdict.best_step,
-                best_value=verdict.best_value,
-                created_at=created,
-            )
+        decision = models.Decision(
+            run_id=run.id,
+            seq=run.decision_seq,
+            step=verdict.step,
+            action=verdict.action,
+            rule=verdict.rule,
+            reason=verdict.reason,
+            evidence=json_safe(verdict.evidence),
+            best_step=verdict.best_step,
+            best_value=verdict.best_value,
+            created_at=created,
         )
+        session.add(decision)
+        for event in webhooks.events_of(decision):
+            webhooks.enqueue(session, run, event, decision)
 
 
 def _health_observations(

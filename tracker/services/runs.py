@@ -12,7 +12,7 @@ from tracker.db import models
 from tracker.db.engine import Database
 from tracker.errors import ConflictError
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
-from tracker.services import decisions
+from tracker.services import decisions, webhooks
 from tracker.services._upsert import insert_ignore
 from tracker.services.convert import run_public
 
@@ -134,8 +134,10 @@ def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
     """Mark the run ended with ``status``. Finishing twice keeps the first end time."""
     with db.session(write=True) as session:
         run = decisions.get_run_row(session, run_id, lock=True)
+        first_end = run.ended_at is None
         run.status = request.status
-        if run.ended_at is None:
+        if first_end:
             run.ended_at = _now()
+            webhooks.enqueue(session, run, "run_finished", None)
         session.flush()
         return _public(session, run)

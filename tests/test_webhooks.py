@@ -1,0 +1,184 @@
+"""Signed webhooks from the outbox: a receiver down for a while, a tracker killed before delivering."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests._server import TrackerProcess, free_port
+
+SECRET = "s3cret-s3cret-s3cret"
+FAST_RETRIES = {
+    "PLATEAU_WEBHOOK_BACKOFF_BASE_S": "0.1",
+    "PLATEAU_WEBHOOK_BACKOFF_MAX_S": "0.5",
+    "PLATEAU_WEBHOOK_POLL_S": "0.1",
+}
+
+
+class Receiver:
+    """A real HTTP server that answers 503 to its first ``failures`` requests, then verifies and records."""
+
+    def __init__(self, port: int, failures: int = 0) -> None:
+        self.failures = failures
+        self.attempts = 0
+        self.received: list[dict] = []
+        self.bad_signatures = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                receiver.attempts += 1
+                if receiver.attempts <= receiver.failures:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                stamp = self.headers["x-plateau-timestamp"]
+                expected = (
+                    "sha256="
+                    + hmac.new(SECRET.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
+                )
+                if not hmac.compare_digest(expected, self.headers["x-plateau-signature"]):
+                    receiver.bad_signatures += 1
+                receiver.received.append(
+                    {
+                        "id": self.headers["x-plateau-delivery"],
+                        "event": self.headers["x-plateau-event"],
+                        "body": json.loads(body),
+                    }
+                )
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fast_tracker(tmp_path: Path) -> Iterator[TrackerProcess]:
+    server = TrackerProcess(tmp_path / "tracker", env=FAST_RETRIES)
+    yield server
+    server.stop()
+
+
+def make_events(url: str, project: str, hook_url: str) -> tuple[int, int]:
+    """A run that checkpoints twice, stops, and finishes: 2 checkpoint + 1 stop + 1 run_finished events."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        return _make_events(client, project, hook_url)
+
+
+def _make_events(client: httpx.Client, project: str, hook_url: str) -> tuple[int, int]:
+    run = client.post(
+        "/api/v1/runs",
+        json={
+            "project": project,
+            "policy": {
+                "monitor": "loss",
+                "rules": [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}],
+            },
+        },
+    ).json()
+    hook = client.post(
+        f"/api/v1/projects/{project}/webhooks",
+        json={"url": hook_url, "events": ["stop", "checkpoint", "run_finished"], "secret": SECRET},
+    )
+    assert hook.status_code == 201, hook.text
+    points = [{"key": "loss", "step": s, "value": v} for s, v in enumerate([1.0, 0.5, 0.7, 0.8])]
+    client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+    client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"})
+    return run["id"], hook.json()["id"]
+
+
+def wait_until(condition, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_receiver_down_for_a_while_gets_every_event_signed_once(fast_tracker: TrackerProcess) -> None:
+    receiver = Receiver(free_port(), failures=5)
+    try:
+        project = f"hooks-{uuid.uuid4().hex[:6]}"
+        run_id, hook_id = make_events(
+            fast_tracker.url, project, f"http://127.0.0.1:{receiver.server.server_port}/h"
+        )
+        assert wait_until(lambda: len({r["id"] for r in receiver.received}) == 4)
+        events = sorted(r["event"] for r in receiver.received)
+        assert events == ["checkpoint", "checkpoint", "run_finished", "stop"]
+        assert receiver.bad_signatures == 0
+        assert len(receiver.received) == len({r["id"] for r in receiver.received})  # no duplicates here
+        stop = next(r["body"] for r in receiver.received if r["event"] == "stop")
+        assert stop["run"]["id"] == run_id
+        assert stop["decision"]["rule"] == "patience"
+        assert "has not improved" in stop["decision"]["reason"]
+        log = httpx.get(f"{fast_tracker.url}/api/v1/projects/{project}/webhooks/{hook_id}/deliveries").json()
+        assert {d["status"] for d in log["data"]} == {"delivered"}
+        attempts = sum(d["attempts"] for d in log["data"])
+        delivered, seen = log["count"], receiver.attempts
+        print(f"webhooks: {attempts} deliveries attempted, {delivered} delivered, receiver saw {seen}")
+        assert attempts == receiver.attempts == 4 + 5
+    finally:
+        receiver.close()
+
+
+def test_tracker_killed_before_delivering_delivers_after_restart(tmp_path: Path) -> None:
+    port, hook_port = free_port(), free_port()
+    home = tmp_path / "tracker"
+    server = TrackerProcess(home, port=port, env=FAST_RETRIES)
+    project = f"hooks-{uuid.uuid4().hex[:6]}"
+    make_events(server.url, project, f"http://127.0.0.1:{hook_port}/h")  # nobody listens yet
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    receiver = Receiver(hook_port)
+    server = TrackerProcess(home, port=port, env=FAST_RETRIES)
+    try:
+        assert wait_until(lambda: len({r["id"] for r in receiver.received}) == 4)
+        assert receiver.bad_signatures == 0
+    finally:
+        receiver.close()
+        server.stop()
+
+
+def test_webhook_input_is_validated(fast_tracker: TrackerProcess) -> None:
+    with httpx.Client(base_url=fast_tracker.url) as client:
+        check_webhook_validation(client)
+
+
+def check_webhook_validation(client: httpx.Client) -> None:
+    client.post("/api/v1/runs", json={"project": "hooks-v"})
+    bad = [
+        ({"url": "ftp://x", "events": ["stop"], "secret": SECRET}, "url"),
+        ({"url": "http://x", "events": ["exploded"], "secret": SECRET}, "events"),
+        ({"url": "http://x", "events": ["stop"], "secret": "short"}, "secret"),
+    ]
+    for body, field in bad:
+        response = client.post("/api/v1/projects/hooks-v/webhooks", json=body)
+        assert response.status_code == 422
+        assert response.json()["detail"][0]["loc"][1] == field
+    assert (
+        client.post("/api/v1/projects/nope/webhooks", json=bad[0][0] | {"url": "http://x"}).status_code == 404
+    )
+    assert client.get("/api/v1/projects/hooks-v/webhooks").json()["count"] == 0
