@@ -307,6 +307,7 @@ def init(
     spool_dir: str | os.PathLike[str] | None = None,
     spool: bool = True,
     spool_max_bytes: int = 512 * 1024 * 1024,
+    token: str | None = None,
 ) -> Run:
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
@@ -319,7 +320,8 @@ def init(
     Distributed: rank and world size come from torch.distributed when it is initialised, else from
     RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
     ``$TORCHELASTIC_RUN_ID``, or a key rank 0 broadcasts (then ``init`` is a collective).
-    The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765. ``init`` waits up to
+    The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765; ``token`` (else
+    ``$PLATEAU_TOKEN``) is the project's API token when the tracker requires one. ``init`` waits up to
     ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
     (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
     is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
@@ -346,7 +348,7 @@ def init(
             policy["rules"] = [dict(rule) for rule in rules]
         body["policy"] = policy
     resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
-    transport = Transport(resolved_url)
+    transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
     disk = (
         Spool(
             Path(spool_dir) if spool_dir is not None else default_spool_dir(),

@@ -147,7 +147,8 @@ def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
     for meta in sorted(root.glob("*/run.json")) if root.exists() else []:
         info = json.loads(meta.read_text())
         files = sorted(meta.parent.glob("b-*.json"))
-        transport = Transport(url or info["url"])
+        # Tokens are never written to the spool; `plateau sync` takes $PLATEAU_TOKEN.
+        transport = Transport(url or info["url"], token=os.environ.get("PLATEAU_TOKEN"))
         try:
             created = transport.create_run(info["create"])
             result = replay(transport, int(created["id"]), files)

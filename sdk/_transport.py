@@ -44,13 +44,18 @@ def _detail(response: httpx.Response) -> str:
 class Transport:
     """The tracker's API v1 as the SDK uses it. Thread-safe (httpx clients are)."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0, client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, url: str, *, timeout: float = 10.0, client: httpx.Client | None = None, token: str | None = None
+    ) -> None:
         self.url = url.rstrip("/")
+        headers = {"user-agent": "plateau-sdk"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
         self._client = client or httpx.Client(
             base_url=self.url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4),
-            headers={"user-agent": "plateau-sdk"},
+            headers=headers,
             # TCP_NODELAY: a small keep-alive request must not wait ~40 ms on Nagle + delayed ACK.
             transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
         )

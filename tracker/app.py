@@ -14,6 +14,7 @@ from tracker.api.routes import router
 from tracker.config import Settings
 from tracker.db.engine import Database
 from tracker.db.prepare import prepare_schema
+from tracker.services.auth import Authenticator
 from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
@@ -29,6 +30,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         prepare_schema(url)
         database = Database(url)
         app.state.database = database
+        app.state.authenticator = Authenticator(database)
         app.state.notifier.bind(asyncio.get_running_loop())
         deliverer = Deliverer(
             database,

@@ -27,15 +27,76 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    from tracker.db.engine import Database
+    from tracker.db.prepare import prepare_schema
     from tracker.serve import serve
+    from tracker.services.auth import any_tokens, is_loopback
 
     settings = _settings(args)
+    if not is_loopback(settings.host) and not args.insecure:
+        prepare_schema(settings.resolved_database_url())
+        database = Database(settings.resolved_database_url())
+        try:
+            protected = any_tokens(database)
+        finally:
+            database.dispose()
+        if not protected:
+            print(
+                f"plateau serve: refusing to listen on {settings.host} with no API token configured "
+                "(anyone who can reach it could read and write every run). Create one with "
+                "`plateau token create --project P --scope write`, or pass --insecure.",
+                file=sys.stderr,
+            )
+            return 2
+    if settings.is_sqlite() and args.workers > 1:
+        print(
+            "plateau serve: SQLite has one writer at a time; several workers only queue on its lock "
+            "(use PostgreSQL with PLATEAU_DATABASE_URL to scale out)",
+            file=sys.stderr,
+        )
     print(
         f"plateau tracker on http://{settings.host}:{settings.port} "
         f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
         flush=True,
     )
     serve(settings, workers=args.workers, log_level=args.log_level)
+    return 0
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    from tracker.db.engine import Database
+    from tracker.db.prepare import prepare_schema
+    from tracker.errors import NotFoundError
+    from tracker.services import auth
+
+    url = _settings(args).resolved_database_url()
+    prepare_schema(url)
+    database = Database(url)
+    try:
+        if args.token_command == "create":
+            token_id, token = auth.create_token(database, args.project, args.scope, args.name or "")
+            print(f"token {token_id} ({args.scope}, project {args.project!r}); shown once, keep it secret:")
+            print(token)
+        elif args.token_command == "list":
+            for row in auth.list_tokens(database, args.project):
+                state = "revoked" if row["revoked"] else "active"
+                fields = [
+                    f"{row['id']:>5}",
+                    str(row["project"]),
+                    f"{row['scope']:5}",
+                    f"{row['prefix']}...",
+                    state,
+                ]
+                print("  ".join([*fields, str(row["name"])]))
+        else:
+            try:
+                auth.revoke_token(database, args.id)
+            except NotFoundError as exc:
+                print(f"plateau token revoke: {exc}", file=sys.stderr)
+                return 2
+            print(f"token {args.id} revoked")
+    finally:
+        database.dispose()
     return 0
 
 
@@ -91,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (PLATEAU_PORT, default 8765)")
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--insecure", action="store_true", help="allow a non-loopback address with no API token configured"
+    )
     serve.set_defaults(handler=_cmd_serve)
 
     db = commands.add_parser("db", help="database schema migrations")
@@ -101,6 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "current":
             sub.add_argument("revision", nargs=None if default is None else "?", default=default)
     db.set_defaults(handler=_cmd_db)
+
+    token = commands.add_parser("token", help="per-project API tokens")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    create = token_commands.add_parser("create", help="create a token (printed once)")
+    create.add_argument("--project", required=True)
+    create.add_argument("--scope", choices=["read", "write"], required=True)
+    create.add_argument("--name")
+    listing = token_commands.add_parser("list")
+    listing.add_argument("--project")
+    revoke = token_commands.add_parser("revoke")
+    revoke.add_argument("id", type=int)
+    for sub in (create, listing, revoke):
+        _add_store_options(sub)
+    token.set_defaults(handler=_cmd_token)
 
     demo = commands.add_parser("demo", help="train small models on digits, stopped by Plateau")
     _add_store_options(demo)

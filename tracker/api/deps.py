@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 
 from tracker.config import Settings
 from tracker.db.engine import Database
+from tracker.services.auth import Authenticator, Principal, check_project, check_run
 from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
@@ -36,6 +37,38 @@ def _notifier(request: Request) -> RunNotifier:
 def _deliverer(request: Request) -> Deliverer:
     deliverer: Deliverer = request.app.state.deliverer
     return deliverer
+
+
+def _authenticator(request: Request) -> Authenticator:
+    auth: Authenticator = request.app.state.authenticator
+    return auth
+
+
+def _principal(request: Request) -> Principal | None:
+    client = request.client.host if request.client else None
+    return _authenticator(request).principal(request.headers.get("authorization"), client)
+
+
+AuthDep = Annotated[Authenticator, Depends(_authenticator)]
+PrincipalDep = Annotated[Principal | None, Depends(_principal)]
+
+
+def read_run(run_id: int, auth: AuthDep, principal: PrincipalDep) -> None:
+    """Dependency: the caller may read run ``run_id``."""
+    check_run(auth, principal, run_id, write=False)
+
+
+def write_run(run_id: int, auth: AuthDep, principal: PrincipalDep) -> None:
+    """Dependency: the caller may write to run ``run_id``."""
+    check_run(auth, principal, run_id, write=True)
+
+
+def read_project(project: str, principal: PrincipalDep) -> None:
+    check_project(principal, project, write=False)
+
+
+def write_project(project: str, principal: PrincipalDep) -> None:
+    check_project(principal, project, write=True)
 
 
 DatabaseDep = Annotated[Database, Depends(_database)]

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker.errors import ConflictError, InvalidInputError, NotFoundError
+from tracker.services.auth import AuthError, ForbiddenError
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -17,6 +18,16 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ConflictError)
     async def _conflict(_request: Request, exc: ConflictError) -> JSONResponse:
         return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    @app.exception_handler(AuthError)
+    async def _unauthorised(_request: Request, exc: AuthError) -> JSONResponse:
+        return JSONResponse(
+            status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"}
+        )
+
+    @app.exception_handler(ForbiddenError)
+    async def _forbidden(_request: Request, exc: ForbiddenError) -> JSONResponse:
+        return JSONResponse(status_code=403, content={"detail": str(exc)})
 
     @app.exception_handler(InvalidInputError)
     async def _invalid(_request: Request, exc: InvalidInputError) -> JSONResponse:

@@ -6,16 +6,28 @@ import time
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from tracker import __version__
-from tracker.api.deps import DatabaseDep, DelivererDep, KeysDep, NotifierDep, SettingsDep
+from tracker.api.deps import (
+    DatabaseDep,
+    DelivererDep,
+    KeysDep,
+    NotifierDep,
+    PrincipalDep,
+    SettingsDep,
+    read_project,
+    read_run,
+    write_project,
+    write_run,
+)
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
 from tracker.services import decisions, health, history, ingest, runs, webhooks
+from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
 
@@ -29,8 +41,11 @@ def get_server_health(database: DatabaseDep) -> dict[str, str]:
 
 
 @router.post("/runs", status_code=status.HTTP_201_CREATED, tags=["runs"])
-def create_run(request: RunCreate, response: Response, database: DatabaseDep) -> RunPublic:
+def create_run(
+    request: RunCreate, response: Response, database: DatabaseDep, principal: PrincipalDep
+) -> RunPublic:
     """Create a run; with the ``run_key`` of an existing run of the project, join it (200)."""
+    check_project(principal, request.project, write=True)
     run = runs.create_or_join(database, request)
     if run.joined:
         response.status_code = status.HTTP_200_OK
@@ -40,23 +55,28 @@ def create_run(request: RunCreate, response: Response, database: DatabaseDep) ->
 @router.get("/runs", tags=["runs"])
 def list_runs(
     database: DatabaseDep,
+    principal: PrincipalDep,
     project: str | None = None,
     experiment: str | None = None,
     status: RunStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> RunsPublic:
+    """Runs, newest first; a token sees its own project's runs only."""
+    if principal is not None:
+        check_project(principal, project or principal.project, write=False)
+        project = principal.project
     return runs.list_runs(
         database, project=project, experiment=experiment, status=status, limit=limit, offset=offset
     )
 
 
-@router.get("/runs/{run_id}", tags=["runs"])
+@router.get("/runs/{run_id}", dependencies=[Depends(read_run)], tags=["runs"])
 def get_run(run_id: int, database: DatabaseDep) -> RunPublic:
     return runs.get(database, run_id)
 
 
-@router.post("/runs/{run_id}/finish", tags=["runs"])
+@router.post("/runs/{run_id}/finish", dependencies=[Depends(write_run)], tags=["runs"])
 def finish_run(
     run_id: int, request: RunFinish, database: DatabaseDep, notifier: NotifierDep, deliverer: DelivererDep
 ) -> RunPublic:
@@ -66,7 +86,7 @@ def finish_run(
     return run
 
 
-@router.post("/runs/{run_id}/metrics", tags=["metrics"])
+@router.post("/runs/{run_id}/metrics", dependencies=[Depends(write_run)], tags=["metrics"])
 def ingest_metrics(
     run_id: int,
     batch: MetricBatch,
@@ -83,7 +103,7 @@ def ingest_metrics(
     return result
 
 
-@router.get("/runs/{run_id}/decision", tags=["decisions"])
+@router.get("/runs/{run_id}/decision", dependencies=[Depends(read_run)], tags=["decisions"])
 async def get_decision(
     run_id: int,
     database: DatabaseDep,
@@ -106,18 +126,18 @@ async def get_decision(
         await notifier.wait(event, min(remaining, _POLL_INTERVAL_S))
 
 
-@router.get("/runs/{run_id}/decisions", tags=["decisions"])
+@router.get("/runs/{run_id}/decisions", dependencies=[Depends(read_run)], tags=["decisions"])
 def list_decisions(run_id: int, database: DatabaseDep) -> DecisionsPublic:
     """Every decision of the run, oldest first, each with its rule, sentence and evidence."""
     return decisions.history(database, run_id)
 
 
-@router.get("/runs/{run_id}/keys", tags=["metrics"])
+@router.get("/runs/{run_id}/keys", dependencies=[Depends(read_run)], tags=["metrics"])
 def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
     return history.keys(database, run_id)
 
 
-@router.get("/runs/{run_id}/history", tags=["metrics"])
+@router.get("/runs/{run_id}/history", dependencies=[Depends(read_run)], tags=["metrics"])
 def get_history(
     run_id: int,
     database: DatabaseDep,
@@ -130,7 +150,7 @@ def get_history(
     return history.page(database, run_id, key, rank=rank, start_step=start_step, limit=limit)
 
 
-@router.get("/runs/{run_id}/health", tags=["distributed"])
+@router.get("/runs/{run_id}/health", dependencies=[Depends(read_run)], tags=["distributed"])
 def get_health(
     run_id: int, database: DatabaseDep, last: Annotated[int, Query(ge=1, le=10_000)] = 20
 ) -> HealthPublic:
@@ -139,25 +159,37 @@ def get_health(
     return health.summary(database, run_id, last=last)
 
 
-@router.post("/projects/{project}/webhooks", status_code=status.HTTP_201_CREATED, tags=["webhooks"])
+@router.post(
+    "/projects/{project}/webhooks",
+    dependencies=[Depends(write_project)],
+    status_code=status.HTTP_201_CREATED,
+    tags=["webhooks"],
+)
 def create_webhook(project: str, request: WebhookCreate, database: DatabaseDep) -> WebhookPublic:
     """Subscribe ``url`` to the project's ``events``; each delivery is signed with ``secret``."""
     return webhooks.create(database, project, request)
 
 
-@router.get("/projects/{project}/webhooks", tags=["webhooks"])
+@router.get("/projects/{project}/webhooks", dependencies=[Depends(read_project)], tags=["webhooks"])
 def list_webhooks(project: str, database: DatabaseDep) -> WebhooksPublic:
     return webhooks.list_hooks(database, project)
 
 
 @router.delete(
-    "/projects/{project}/webhooks/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["webhooks"]
+    "/projects/{project}/webhooks/{webhook_id}",
+    dependencies=[Depends(write_project)],
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["webhooks"],
 )
 def delete_webhook(project: str, webhook_id: int, database: DatabaseDep) -> None:
     webhooks.delete(database, project, webhook_id)
 
 
-@router.get("/projects/{project}/webhooks/{webhook_id}/deliveries", tags=["webhooks"])
+@router.get(
+    "/projects/{project}/webhooks/{webhook_id}/deliveries",
+    dependencies=[Depends(read_project)],
+    tags=["webhooks"],
+)
 def list_deliveries(
     project: str,
     webhook_id: int,

@@ -21,6 +21,11 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def ensure_project(session: Session, name: str) -> int:
+    """The id of project ``name``, created if it does not exist yet."""
+    return _project_id(session, name)
+
+
 def _project_id(session: Session, name: str) -> int:
     session.execute(insert_ignore(session, models.Project), [{"name": name, "created_at": _now()}])
     return session.execute(select(models.Project.id).where(models.Project.name == name)).scalar_one()

@@ -1,0 +1,154 @@
+"""Per-project tokens: who may read and write what; loopback-only without tokens; refusing to expose."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import sdk
+from tests._server import TrackerProcess, free_port
+from tracker.db.engine import Database
+from tracker.db.migrate import upgrade
+from tracker.services.auth import Authenticator, AuthError, create_token, revoke_token
+
+
+def plateau(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracker", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def new_token(home: Path, project: str, scope: str) -> str:
+    out = plateau("token", "create", "--home", str(home), "--project", project, "--scope", scope)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TrackerProcess, dict[str, str]]]:
+    home = tmp_path_factory.mktemp("secured")
+    tokens = {
+        "a-write": new_token(home, "alpha", "write"),
+        "a-read": new_token(home, "alpha", "read"),
+        "b-write": new_token(home, "beta", "write"),
+    }
+    server = TrackerProcess(home)
+    yield server, tokens
+    server.stop()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_tokens_guard_every_run_of_every_project(secured) -> None:
+    server, tokens = secured
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        run = http.post("/api/v1/runs", json={"project": "alpha"}, headers=bearer(tokens["a-write"]))
+        assert run.status_code == 201, run.text
+        run_id = run.json()["id"]
+        batch = {"batch_id": uuid.uuid4().hex, "points": [{"key": "loss", "step": 0, "value": 1.0}]}
+        attempts = {
+            "no token": ({}, 401),
+            "wrong token": (bearer("plt_not-a-token"), 401),
+            "malformed header": ({"authorization": "Basic abc"}, 401),
+            "read token writing": (bearer(tokens["a-read"]), 403),
+            "another project's token": (bearer(tokens["b-write"]), 403),
+        }
+        for name, (headers, expected) in attempts.items():
+            response = http.post(f"/api/v1/runs/{run_id}/metrics", json=batch, headers=headers)
+            assert response.status_code == expected, (name, response.text)
+            assert response.json()["detail"]
+        assert http.get(f"/api/v1/runs/{run_id}", headers=bearer(tokens["b-write"])).status_code == 403
+        assert http.get(f"/api/v1/runs/{run_id}").status_code == 401
+        assert (
+            http.post(
+                "/api/v1/runs", json={"project": "alpha"}, headers=bearer(tokens["b-write"])
+            ).status_code
+            == 403
+        )
+        assert (
+            http.post("/api/v1/runs", json={"project": "alpha"}, headers=bearer(tokens["a-read"])).status_code
+            == 403
+        )
+        # Nothing of those attempts was written.
+        keys = http.get(f"/api/v1/runs/{run_id}/keys", headers=bearer(tokens["a-read"]))
+        assert keys.json()["keys"] == []
+        listed = http.get("/api/v1/runs", headers=bearer(tokens["a-read"])).json()
+        assert [r["id"] for r in listed["data"]] == [run_id]
+        assert (
+            http.get("/api/v1/runs", params={"project": "beta"}, headers=bearer(tokens["a-read"])).status_code
+            == 403
+        )
+        # The right token writes, and the read token reads it back.
+        assert (
+            http.post(f"/api/v1/runs/{run_id}/metrics", json=batch, headers=bearer(tokens["a-write"])).json()[
+                "accepted"
+            ]
+            == 1
+        )
+        history = http.get(
+            f"/api/v1/runs/{run_id}/history", params={"key": "loss"}, headers=bearer(tokens["a-read"])
+        )
+        assert [p["step"] for p in history.json()["points"]] == [0]
+        assert http.get("/api/v1/health").status_code == 200  # the health check stays open
+
+
+def test_sdk_sends_its_token(secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    server, tokens = secured
+    monkeypatch.setenv("PLATEAU_TOKEN", tokens["b-write"])
+    run = sdk.init(project="beta", url=server.url, monitor="loss")
+    run.log({"loss": 0.5}, step=0)
+    assert run.flush(10)
+    assert run.finish(timeout=10) == 0
+    page = httpx.get(
+        f"{server.url}/api/v1/runs/{run.id}/history",
+        params={"key": "loss"},
+        headers=bearer(tokens["b-write"]),
+    ).json()
+    assert [p["value"] for p in page["points"]] == [0.5]
+    with pytest.raises(ValueError, match="not 'alpha'"):
+        sdk.init(project="alpha", url=server.url)  # a beta token cannot create alpha's runs
+
+
+def test_without_tokens_only_loopback_clients_are_served(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'plateau.db'}"
+    upgrade(url)
+    database = Database(url)
+    try:
+        auth = Authenticator(database)
+        assert auth.principal(None, "127.0.0.1") is None
+        assert auth.principal(None, "::1") is None
+        with pytest.raises(AuthError, match="only loopback clients"):
+            auth.principal(None, "10.1.2.3")
+        token_id, token = create_token(database, "alpha", "write")
+        fresh = Authenticator(database)
+        with pytest.raises(AuthError, match="missing credentials"):
+            fresh.principal(None, "127.0.0.1")  # once a token exists, loopback needs one too
+        assert fresh.principal(f"Bearer {token}", "10.1.2.3").project == "alpha"
+        revoke_token(database, token_id)
+        with pytest.raises(AuthError, match="revoked"):
+            Authenticator(database).principal(f"Bearer {token}", "127.0.0.1")
+    finally:
+        database.dispose()
+
+
+def test_serve_refuses_an_open_non_loopback_address(tmp_path: Path) -> None:
+    out = plateau("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--home", str(tmp_path))
+    assert out.returncode == 2
+    assert "refusing to listen on 0.0.0.0 with no API token" in out.stderr
+
+
+def test_tokens_are_stored_hashed(tmp_path: Path) -> None:
+    token = new_token(tmp_path, "alpha", "write")
+    assert token.startswith("plt_")
+    assert token.encode() not in (tmp_path / "plateau.db").read_bytes()
+    listing = plateau("token", "list", "--home", str(tmp_path)).stdout
+    assert "alpha" in listing
+    assert token not in listing
