@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests._server import TrackerProcess
+from tracker.db.migrate import upgrade
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
@@ -28,9 +30,34 @@ def plateau_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 @pytest.fixture(scope="session")
 def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackerProcess]:
-    process = TrackerProcess(tmp_path_factory.mktemp("tracker-home"))
-    yield process
-    process.stop()
+    """The shared tracker: SQLite, or with PLATEAU_TEST_BACKEND=postgres a fresh PostgreSQL database."""
+    home = tmp_path_factory.mktemp("tracker-home")
+    if os.environ.get("PLATEAU_TEST_BACKEND") != "postgres":
+        process = TrackerProcess(home)
+        yield process
+        process.stop()
+        return
+    admin_url = os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    with scratch_postgres(admin_url) as url:
+        upgrade(url)
+        process = TrackerProcess(home, database_url=url)
+        yield process
+        process.stop()
+
+
+@contextlib.contextmanager
+def scratch_postgres(admin_url: str) -> Iterator[str]:
+    """A new empty database on the server at ``admin_url``, dropped on exit."""
+    name = f"plateau_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 @pytest.fixture
@@ -72,13 +99,5 @@ def postgres_server_url() -> str:
 @pytest.fixture
 def postgres_url(postgres_server_url: str) -> Iterator[str]:
     """A fresh, empty database on the PostgreSQL server, dropped afterwards."""
-    name = f"plateau_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(postgres_server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(postgres_server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_postgres(postgres_server_url) as url:
+        yield url

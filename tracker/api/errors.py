@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker.errors import ConflictError, InvalidInputError, NotFoundError
+from tracker.schemas._common import json_safe
 from tracker.services.auth import AuthError, ForbiddenError
 
 
+def _shown(value: Any) -> Any:
+    """An offending input as an error may show it: JSON-safe (NaN/inf spelled out), and short."""
+    safe = json_safe(jsonable_encoder(value, custom_encoder={float: lambda f: f}))
+    text = json.dumps(safe, allow_nan=False)
+    return safe if len(text) <= 200 else text[:200] + "..."
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input; a NaN or inf in it would make the error itself a 500.
+        detail = [
+            {
+                "loc": list(e.get("loc", ())),
+                "msg": e.get("msg", ""),
+                "type": e.get("type", ""),
+                **({"input": _shown(e["input"])} if "input" in e else {}),
+            }
+            for e in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": detail})
+
     @app.exception_handler(NotFoundError)
     async def _not_found(_request: Request, exc: NotFoundError) -> JSONResponse:
         return JSONResponse(status_code=404, content={"detail": str(exc)})
