@@ -110,15 +110,32 @@ class Sender:
 
     def submit(self, step: int, metrics: Mapping[str, Any], rank: int | None = None) -> None:
         pending = self._pending
-        if len(pending) >= self._max_pending:
+        if len(pending) >= self._max_pending and not self._relieve():
             self.dropped_points += len(metrics)
-            self._warn_once(
-                "full", "plateau: the send queue is full; dropping points (the disk is too slow?)"
-            )
+            self._warn_once("full", "plateau: the send queue and the spool are full; dropping points")
             return
         pending.append((step, time.time(), dict(metrics), rank))
         if self._monitor in metrics or len(pending) >= self._wake_records:
             self._wake.set()
+
+    def _relieve(self) -> bool:
+        """The queue is full (the tracker is slow or hung and the sender is stuck in a send): move its
+        older half to the spool from the caller's thread, one disk write per batch, rather than drop."""
+        if self.spool is None:
+            return False
+        self._warn_once("spill", "plateau: the send queue is full; spilling it to the disk spool")
+        try:
+            target = self._max_pending // 2
+            while len(self._pending) > target:
+                batch = self._take_batch()
+                if batch is None:
+                    break
+                if batch.points:
+                    self._stash(batch)
+                self._finish_markers(batch)
+        except Exception:  # never raise into the training loop
+            logger.exception("plateau: could not spill the queue to the spool")
+        return len(self._pending) < self._max_pending
 
     def flush(self, timeout: float) -> bool:
         """Wait until everything logged before this call is sent or in the spool; False on timeout."""
@@ -247,6 +264,10 @@ class Sender:
 
     def _finish(self, batch: _Batch) -> None:
         self._inflight = None
+        self._finish_markers(batch)
+
+    @staticmethod
+    def _finish_markers(batch: _Batch) -> None:
         for marker in batch.markers:
             marker.done.set()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -169,3 +170,23 @@ def test_sender_restarts_in_a_forked_child(tracker: TrackerProcess) -> None:
     assert run.finish(timeout=20) == 0
     assert steps_of(tracker.url, run.id, "child") == [1]
     assert steps_of(tracker.url, run.id, "parent") == [0, 2]
+
+
+def test_a_full_queue_spills_to_the_spool_instead_of_dropping(tmp_path: Path) -> None:
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepts connections into its backlog, never answers
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        run = sdk.init(project="durable", url=url, wait=0.2, max_pending=200)
+        started = time.perf_counter()
+        for step in range(5000):
+            run.log({"loss": 1.0, "acc": 0.5}, step=step)
+        elapsed = time.perf_counter() - started
+        lost = run.finish(timeout=1)
+        assert lost == 0
+        assert run.spooled_points == 10_000
+        assert elapsed < 5.0  # a few disk writes, not a wait on the hung server
+    finally:
+        listener.close()
