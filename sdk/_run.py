@@ -50,6 +50,7 @@ def _finish_at_exit() -> None:
 
 def _restart_after_fork() -> None:
     for run in list(_live_runs):
+        run._transport.reset_after_fork()
         run._sender.restart_after_fork()
 
 

@@ -51,14 +51,24 @@ class Transport:
         headers = {"user-agent": "plateau-sdk"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._client = client or httpx.Client(
+        self._timeout = timeout
+        self._headers = headers
+        self._client = client or self._new_client()
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(
             base_url=self.url,
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 2.0)),
+            timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 2.0)),
             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4),
-            headers=headers,
+            headers=self._headers,
             # TCP_NODELAY: a small keep-alive request must not wait ~40 ms on Nagle + delayed ACK.
             transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
         )
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: a new client. The inherited one's sockets are the parent's connections; they
+        are dropped, not closed, so the parent's keep-alive connections stay intact."""
+        self._client = self._new_client()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
