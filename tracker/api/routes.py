@@ -23,10 +23,10 @@ from tracker.api.deps import (
 )
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
-from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch
+from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch, SeriesPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
-from tracker.services import decisions, health, history, ingest, runs, webhooks
+from tracker.services import decisions, health, history, ingest, runs, series, webhooks
 from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
@@ -199,3 +199,15 @@ def list_deliveries(
 ) -> DeliveriesPublic:
     """The delivery log: every attempt's outcome, newest first."""
     return webhooks.deliveries(database, project, webhook_id, limit=limit, offset=offset)
+
+
+@router.get("/runs/{run_id}/series", dependencies=[Depends(read_run)], tags=["metrics"])
+def get_series(
+    run_id: int,
+    database: DatabaseDep,
+    key: Annotated[str, Query(min_length=1)],
+    rank: Annotated[int, Query(ge=0)] = 0,
+    points: Annotated[int, Query(ge=4, le=100_000, description="most points to return")] = 2000,
+) -> SeriesPublic:
+    """A key's curve for drawing, downsampled by min/max buckets (first, last and extremes kept)."""
+    return series.series(database, run_id, key, rank=rank, limit=points)

@@ -57,3 +57,14 @@ class HistoryPage(Schema):
 class KeysPublic(Schema):
     run_id: int
     keys: list[str]
+
+
+class SeriesPublic(Schema):
+    """A key's curve for drawing: all points, or at most ``points`` of them chosen by min/max buckets."""
+
+    run_id: int
+    key: str
+    rank: int
+    total: int = Field(description="points stored for the key")
+    downsampled: bool
+    points: list[PointOut]

@@ -1,0 +1,75 @@
+"""Curves for drawing: a key's points, downsampled by min/max buckets so a long run draws fast.
+
+The points between the first and the last are cut into equal-count buckets; each keeps its lowest and its
+highest value (NaN left out, unless a bucket holds nothing else), in step order, and the first and last
+points are always kept. The extremes a reader looks for (spikes, the best value) survive; at most
+``limit`` points come back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from sqlalchemy import select
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.errors import NotFoundError
+from tracker.schemas.metrics import PointOut, SeriesPublic
+from tracker.services.decisions import get_run_row
+
+
+def select_indexes(values: np.ndarray, limit: int) -> np.ndarray:
+    """Indexes of the points to keep (sorted): first, last, and each bucket's min and max."""
+    n = len(values)
+    if n <= limit:
+        return np.arange(n)
+    if limit < 4:  # no room for a bucket's min and max: keep the interior point farthest from the first
+        interior = np.abs(np.nan_to_num(values[1:-1] - values[0], nan=-1.0))
+        extra = [1 + int(np.argmax(interior))] if limit == 3 and n > 2 else []
+        return np.array(sorted({0, n - 1, *extra}), dtype=np.int64)[:limit]
+    buckets = (limit - 2) // 2
+    edges = np.linspace(1, n - 1, buckets + 1).astype(np.int64)
+    keep = [0, n - 1]
+    for lo, hi in itertools.pairwise(edges):
+        if hi <= lo:
+            continue
+        chunk = values[lo:hi]
+        finite = ~np.isnan(chunk)
+        if not finite.any():
+            keep.append(int(lo))
+            continue
+        masked_low = np.where(finite, chunk, np.inf)
+        masked_high = np.where(finite, chunk, -np.inf)
+        keep += [int(lo + np.argmin(masked_low)), int(lo + np.argmax(masked_high))]
+    return np.unique(np.array(keep, dtype=np.int64))
+
+
+def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> SeriesPublic:
+    with db.session() as session:
+        get_run_row(session, run_id)
+        key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
+        if key_id is None:
+            raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
+        # Raw rows: a million ORM rows would cost seconds; tuples through the driver cost a fraction.
+        rows = (
+            session.connection()
+            .exec_driver_sql(
+                "SELECT step, value, wall_time FROM metric_point WHERE run_id = %(run)s AND key_id = %(key)s "
+                "AND rank = %(rank)s ORDER BY step"
+                if session.get_bind().dialect.name == "postgresql"
+                else "SELECT step, value, wall_time FROM metric_point WHERE run_id = :run AND key_id = :key "
+                "AND rank = :rank ORDER BY step",
+                {"run": run_id, "key": key_id, "rank": rank},
+            )
+            .fetchall()
+        )
+    total = len(rows)
+    values = np.fromiter((math.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=total)
+    chosen = select_indexes(values, limit)
+    points = [PointOut(step=rows[i][0], value=values[i], wall_time=rows[i][2]) for i in chosen.tolist()]
+    return SeriesPublic(
+        run_id=run_id, key=key, rank=rank, total=total, downsampled=len(chosen) < total, points=points
+    )
