@@ -129,6 +129,41 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return run_replay(args)
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    import os
+    import subprocess
+
+    from tracker.demo._server import tracker_for_demo
+
+    settings = _settings(args)
+    app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+    with tracker_for_demo(settings, args.url) as url:
+        print(
+            f"plateau dashboard on http://{args.dashboard_host}:{args.dashboard_port} (tracker {url})",
+            flush=True,
+        )
+        env = {**os.environ, "PLATEAU_URL": url}
+        command = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(app),
+            "--server.port",
+            str(args.dashboard_port),
+            "--server.address",
+            args.dashboard_host,
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ]
+        try:
+            return subprocess.call(command, env=env)
+        except KeyboardInterrupt:
+            return 0
+
+
 def _cmd_sync(args: argparse.Namespace) -> int:
     import sdk
 
@@ -187,6 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_cmd_demo)
+
+    dashboard = commands.add_parser(
+        "dashboard", help="the Streamlit dashboard (starts a tracker if none runs)"
+    )
+    _add_store_options(dashboard)
+    dashboard.add_argument(
+        "--url", help="a running tracker to show (default: the configured one, started if away)"
+    )
+    dashboard.add_argument("--dashboard-host", default="127.0.0.1")
+    dashboard.add_argument("--dashboard-port", type=int, default=8501)
+    dashboard.set_defaults(handler=_cmd_dashboard)
 
     replay = commands.add_parser("replay", help="apply a stopping policy to recorded curves")
     replay.add_argument(

@@ -73,4 +73,9 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
     saved = sum(o.budget - o.epochs_run for o in outcomes)
     total = sum(o.budget for o in outcomes)
     print(f"\nepochs saved by early stopping: {saved} of {total} ({100 * saved / total:.0f}%)")
+    stopped = next((o for o in outcomes if o.epochs_run < o.budget), outcomes[0])
+    print(
+        "\nSee these runs with their decisions: run `plateau dashboard` and open "
+        f"http://127.0.0.1:8501/run?run={stopped.run_id} (the Runs page lists them all)."
+    )
     return 0

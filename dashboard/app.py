@@ -1,0 +1,30 @@
+"""Plateau dashboard: ``plateau dashboard`` (or ``streamlit run dashboard/app.py``).
+
+It reads everything from the tracker's HTTP API at ``$PLATEAU_URL`` (token: ``$PLATEAU_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+# Streamlit runs this file as a script; make the package importable from a source checkout too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dashboard._api import tracker_url
+
+HERE = Path(__file__).parent / "views"
+
+st.set_page_config(page_title="Plateau", layout="wide")
+st.sidebar.caption(f"Tracker: {tracker_url()}")
+st.navigation(
+    [
+        st.Page(HERE / "runs.py", title="Runs", default=True),
+        st.Page(HERE / "run.py", title="Run", url_path="run"),
+        st.Page(HERE / "compare.py", title="Compare"),
+        st.Page(HERE / "distributed.py", title="Distributed"),
+        st.Page(HERE / "complexity.py", title="Complexity"),
+    ]
+).run()

@@ -1,0 +1,69 @@
+"""Run: curves of chosen keys with every checkpoint and stop decision marked, and the full history."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import _api
+from dashboard._views import best_of, curve_chart, smooth, stop_decision
+
+st.title("Run")
+available = _api.guarded(_api.runs)
+if not available:
+    st.info("No runs yet.")
+    st.stop()
+labels = {f"#{r['id']} {r['name']} ({r['project']}/{r['experiment']})": r["id"] for r in available}
+wanted = st.query_params.get("run")
+default = next((i for i, v in enumerate(labels.values()) if str(v) == wanted), 0)
+run_id = labels[st.selectbox("Run", list(labels), index=default)]
+run = _api.guarded(_api.run, run_id)
+decisions = _api.guarded(_api.decisions, run_id)
+keys = _api.guarded(_api.keys, run_id)
+policy = run.get("policy") or {}
+monitor = policy.get("monitor")
+
+st.caption(f"Run #{run['id']} · {run['name']} · {run['project']} / {run['experiment']}")
+stop = stop_decision(decisions)
+best_step, best_value = best_of(decisions)
+cols = st.columns(4)
+cols[0].metric("Status", run["status"])
+cols[1].metric("Steps judged", (run.get("judged_step") or 0) + 1 if run.get("judged_step") is not None else 0)
+cols[2].metric("Best step", "-" if best_step is None else best_step)
+cols[3].metric("Best value", "-" if best_value is None else f"{best_value:.6g}")
+if stop is not None:
+    st.error(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}")
+
+chosen = st.multiselect("Metrics", keys, default=[k for k in keys if k == monitor] or keys[:1])
+c1, c2 = st.columns(2)
+ema = c1.slider("Smoothing (EMA weight of the past)", 0.0, 0.99, 0.0)
+log_scale = c2.checkbox("Log scale")
+frames = []
+for key in chosen:
+    points = _api.guarded(_api.series, run_id, key)
+    frame = pd.DataFrame(
+        {"step": [p["step"] for p in points], "value": [_api.number(p["value"]) for p in points], "key": key}
+    )
+    frame["value"] = smooth(frame["value"], ema)
+    frames.append(frame)
+if frames:
+    st.altair_chart(curve_chart(pd.concat(frames), decisions, log_scale=log_scale), width="stretch")
+    st.caption(
+        "Dashed rules: green = checkpoint, red = stop, orange = alert. Long curves are downsampled by "
+        "the tracker (min/max buckets keep every extreme)."
+    )
+
+st.subheader("Decisions")
+if decisions:
+    st.dataframe(
+        pd.DataFrame(
+            [{k: d[k] for k in ("seq", "step", "action", "rule", "reason", "best_step")} for d in decisions]
+        ),
+        hide_index=True,
+    )
+    for d in decisions:
+        if d["rule"] == "plateau" or d["action"] == "stop":
+            with st.expander(f"Evidence of {d['action']} at step {d['step']} ({d['rule']})"):
+                st.json(d["evidence"])
+else:
+    st.info("No decision yet.")
