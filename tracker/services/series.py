@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
@@ -53,23 +55,54 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
         key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
         if key_id is None:
             raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
-        # Raw rows: a million ORM rows would cost seconds; tuples through the driver cost a fraction.
-        rows = (
-            session.connection()
-            .exec_driver_sql(
-                "SELECT step, value, wall_time FROM metric_point WHERE run_id = %(run)s AND key_id = %(key)s "
-                "AND rank = %(rank)s ORDER BY step"
-                if session.get_bind().dialect.name == "postgresql"
-                else "SELECT step, value, wall_time FROM metric_point WHERE run_id = :run AND key_id = :key "
-                "AND rank = :rank ORDER BY step",
-                {"run": run_id, "key": key_id, "rank": rank},
-            )
-            .fetchall()
+        connection = session.connection()
+        params = {"run": run_id, "key": key_id, "rank": rank}
+        sqlite = session.get_bind().dialect.name == "sqlite"
+        where = (
+            "run_id = :run AND key_id = :key AND rank = :rank"
+            if sqlite
+            else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s"
         )
-    total = len(rows)
-    values = np.fromiter((math.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=total)
-    chosen = select_indexes(values, limit)
+        total, first, last = connection.exec_driver_sql(
+            f"SELECT COUNT(*), MIN(step), MAX(step) FROM metric_point WHERE {where}", params
+        ).one()
+        rows: Sequence[Any]
+        if sqlite and total > limit and limit >= 4:
+            rows = _buckets_in_sqlite(connection, where, params, first, last, limit)
+        else:
+            # Raw tuples through the driver: a million ORM rows would cost seconds.
+            rows = connection.exec_driver_sql(
+                f"SELECT step, value, wall_time FROM metric_point WHERE {where} ORDER BY step", params
+            ).fetchall()
+    values = np.fromiter(
+        (math.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=len(rows)
+    )
+    chosen = select_indexes(values, limit) if len(rows) > limit else np.arange(len(rows))
     points = [PointOut(step=rows[i][0], value=values[i], wall_time=rows[i][2]) for i in chosen.tolist()]
     return SeriesPublic(
-        run_id=run_id, key=key, rank=rank, total=total, downsampled=len(chosen) < total, points=points
+        run_id=run_id, key=key, rank=rank, total=total, downsampled=len(points) < total, points=points
     )
+
+
+def _buckets_in_sqlite(
+    connection: Any, where: str, params: dict[str, int], first: int, last: int, limit: int
+) -> list[Any]:
+    """Min/max buckets computed by SQLite over step ranges: the rows never leave the database. SQLite
+    returns, for a lone min() or max() aggregate, the other columns of the row that holds it."""
+    buckets = (limit - 2) // 2
+    width = max(1, -(-(last - first + 1) // buckets))
+    grouped = f"FROM metric_point WHERE {where} AND value IS NOT NULL GROUP BY (step - :first) / :width"
+    bucket_params = {**params, "first": first, "width": width}
+    picked: dict[int, Any] = {}
+    for aggregate in ("MIN", "MAX"):
+        for _, step, value, wall_time in connection.exec_driver_sql(
+            f"SELECT {aggregate}(value), step, value, wall_time {grouped}", bucket_params
+        ):
+            picked[step] = (step, value, wall_time)
+    for step in (first, last):
+        row = connection.exec_driver_sql(
+            f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND step = :step",
+            {**params, "step": step},
+        ).one()
+        picked[step] = tuple(row)
+    return [picked[step] for step in sorted(picked)]
