@@ -9,7 +9,7 @@ import pandas as pd
 
 from dashboard._api import number
 
-MARKER_COLOURS = {"checkpoint": "#2ca02c", "stop": "#d62728", "alert": "#ff7f0e"}
+MARKER_COLOURS = {"checkpoint": "#2ca02c", "stop": "#d62728", "alert": "#ff7f0e", "best": "#1f77b4"}
 
 
 def stop_decision(decisions: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -73,13 +73,22 @@ def curve_chart(
             tooltip=[colour, x, "value"],
         )
     )
-    marks = pd.DataFrame(
-        [
-            {"step": d["step"], "action": d["action"], "rule": d["rule"], "reason": d["reason"]}
-            for d in decisions
-            if d["action"] in MARKER_COLOURS and d.get("step") is not None
-        ]
-    )
+    rows = [
+        {"step": d["step"], "action": d["action"], "rule": d["rule"], "reason": d["reason"]}
+        for d in decisions
+        if d["action"] in MARKER_COLOURS and d.get("step") is not None
+    ]
+    best_step, best_value = best_of(decisions)
+    if best_step is not None:
+        rows.append(
+            {
+                "step": best_step,
+                "action": "best",
+                "rule": "",
+                "reason": f"best value {best_value} at step {best_step}: the model to keep",
+            }
+        )
+    marks = pd.DataFrame(rows)
     layers: list[alt.Chart] = [lines]
     if not marks.empty and x == "step":
         layers.append(

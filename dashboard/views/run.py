@@ -49,8 +49,9 @@ for key in chosen:
 if frames:
     st.altair_chart(curve_chart(pd.concat(frames), decisions, log_scale=log_scale), width="stretch")
     st.caption(
-        "Dashed rules: green = checkpoint, red = stop, orange = alert. Long curves are downsampled by "
-        "the tracker (min/max buckets keep every extreme)."
+        "Dashed rules: green = checkpoint, red = stop, orange = alert, blue = the best step "
+        "(the model to keep). Long curves are downsampled by the tracker (min/max buckets keep every "
+        "extreme)."
     )
 
 st.subheader("Decisions")
