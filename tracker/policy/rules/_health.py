@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field
 
@@ -11,15 +11,22 @@ from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._types import Context, Observation, Verdict
 
 
-class StragglerParams(RuleParams):
+class HealthParams(RuleParams):
+    """What every health rule takes: the key it watches (on every rank), how many reports in a row flag or
+    clear a rank, and the start-up steps it ignores."""
+
+    key: str = Field(min_length=1)
+    reports: int = Field(default=3, ge=1)
+    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
+
+
+class StragglerParams(HealthParams):
     """A rank whose relative performance (min over ranks of compute time / its compute time, the SDK's
     ``dist/rel_perf``) stays below ``bound`` for ``reports`` consecutive reports is a straggler."""
 
     rule: Literal["straggler"] = "straggler"
     key: str = Field(default="dist/rel_perf", min_length=1)
     bound: float = Field(default=0.75, gt=0.0, lt=1.0)
-    reports: int = Field(default=3, ge=1)
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
 
 
 def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[State, bool]:
@@ -41,10 +48,13 @@ def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[S
     return {"runs": runs, "flagged": flagged}, newly
 
 
-class Straggler(Rule[StragglerParams]):
-    """Alerts when a rank becomes a straggler (see :func:`_flag` for the hysteresis). NaN is skipped."""
+HP = TypeVar("HP", bound=HealthParams)
 
-    name = "straggler"
+
+class _HealthAlert(Rule[HP]):
+    """A per-rank alert with hysteresis (see :func:`_flag`): subclasses say what a bad report is and how
+    to say so. NaN reports and steps below ``warmup`` are skipped."""
+
     health = True
     stops = False
 
@@ -54,14 +64,31 @@ class Straggler(Rule[StragglerParams]):
     def initial_state(self) -> State:
         return {"runs": {}, "flagged": []}
 
+    def bad(self, value: float) -> bool:
+        raise NotImplementedError
+
+    def alert(self, obs: Observation) -> Verdict:
+        raise NotImplementedError
+
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         if not math.isfinite(obs.value) or obs.step < p.warmup:
             return state, None
-        state, newly = _flag(state, obs, bad=obs.value < p.bound, reports=p.reports)
-        if not newly:
-            return state, None
-        verdict = Verdict(
+        state, newly = _flag(state, obs, bad=self.bad(obs.value), reports=p.reports)
+        return state, self.alert(obs) if newly else None
+
+
+class Straggler(_HealthAlert[StragglerParams]):
+    """Alerts when a rank becomes a straggler."""
+
+    name = "straggler"
+
+    def bad(self, value: float) -> bool:
+        return value < self.params.bound
+
+    def alert(self, obs: Observation) -> Verdict:
+        p = self.params
+        return Verdict(
             action="alert",
             rule=self.name,
             step=obs.step,
@@ -76,10 +103,9 @@ class Straggler(Rule[StragglerParams]):
                 "reports": p.reports,
             },
         )
-        return state, verdict
 
 
-class StalenessParams(RuleParams):
+class StalenessParams(HealthParams):
     """A worker whose reported staleness p95 (``dist/staleness_p95``, in parameter versions) is above
     ``bound`` for ``reports`` consecutive reports is applying gradients from a model too far behind."""
 
@@ -87,37 +113,25 @@ class StalenessParams(RuleParams):
     key: str = Field(default="dist/staleness_p95", min_length=1)
     bound: float = Field(default=8.0, gt=0.0)
     reports: int = Field(default=1, ge=1)
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
 
 
-class Staleness(Rule[StalenessParams]):
-    """Alerts when a worker becomes stale (the same hysteresis as ``straggler``). NaN is skipped."""
+class Staleness(_HealthAlert[StalenessParams]):
+    """Alerts when a worker becomes stale."""
 
     name = "staleness"
-    health = True
-    stops = False
 
-    def watch_key(self) -> str:
-        return self.params.key
+    def bad(self, value: float) -> bool:
+        return value > self.params.bound
 
-    def initial_state(self) -> State:
-        return {"runs": {}, "flagged": []}
-
-    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+    def alert(self, obs: Observation) -> Verdict:
         p = self.params
-        if not math.isfinite(obs.value) or obs.step < p.warmup:
-            return state, None
-        state, newly = _flag(state, obs, bad=obs.value > p.bound, reports=p.reports)
-        if not newly:
-            return state, None
-        verdict = Verdict(
+        return Verdict(
             action="alert",
             rule=self.name,
             step=obs.step,
             reason=(
-                f"worker {obs.rank} applies stale gradients: staleness p95 {obs.value:g} versions > "
-                f"{p.bound:g}"
+                f"worker {obs.rank} applies stale gradients: staleness p95 {obs.value:g} > {p.bound:g} "
+                "versions"
             ),
             evidence={"rank": obs.rank, "staleness_p95": obs.value, "bound": p.bound},
         )
-        return state, verdict
