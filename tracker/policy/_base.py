@@ -62,3 +62,23 @@ class Rule(ABC, Generic[P]):
     @abstractmethod
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         """Judge one observation. Must not mutate ``state``; returns the new state and a verdict or None."""
+
+    def stop(
+        self,
+        obs: Observation,
+        *,
+        reason: str,
+        evidence: dict[str, Any],
+        best_step: int | None,
+        best_value: float | None,
+    ) -> Verdict:
+        """This rule's stop at ``obs``, naming the step whose model to keep."""
+        return Verdict(
+            action="stop",
+            rule=self.name,
+            step=obs.step,
+            reason=reason,
+            evidence=evidence,
+            best_step=best_step,
+            best_value=best_value,
+        )

@@ -49,10 +49,8 @@ class Budget(Rule[BudgetParams]):
             reason = f"{elapsed:.0f} s since the first point reached the time budget {p.max_wall_seconds:g} s"
         else:
             return state, None
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={"step": obs.step, "elapsed_s": elapsed, **p.model_dump(exclude={"rule", "ema"})},
             best_step=best_step,

@@ -59,10 +59,8 @@ class Degenerate(Rule[DegenerateParams]):
         if not warm or len(ys) < p.window or len(distinct) > p.max_distinct:
             return state, None
         shown = ", ".join(fmt(v) for v in distinct)
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=(
                 f"{self.monitor} has taken only {len(distinct)} distinct value(s) ({shown}) over its last "
                 f"{p.window} evaluations: the model's output looks degenerate (e.g. a constant prediction)"

@@ -62,10 +62,8 @@ class Divergence(Rule[DivergenceParams]):
                 )
         if reason is None:
             return state, None
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={"value": obs.value, "bound": p.bound, "factor": p.factor, "best": best},
             best_step=best_step,

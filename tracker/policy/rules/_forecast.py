@@ -76,10 +76,8 @@ class Forecast(Rule[ForecastParams]):
             f"{p.delta:g} by the planned end (step {planned}): at best {rate:.3g}/step over {remaining} "
             f"steps reaches {fmt(predicted)}"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={
                 "slope": tr.slope,

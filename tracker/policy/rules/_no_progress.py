@@ -71,10 +71,8 @@ class NoProgress(Rule[NoProgressParams]):
             f"{self.monitor} has not moved from its first value {fmt(first)} by more than {delta:.3g} "
             f"(best {fmt(best)} at step {best_step}) for {wait} evaluations after warm-up: it is not learning"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={
                 "first": first,

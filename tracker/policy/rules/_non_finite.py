@@ -37,10 +37,8 @@ class NonFinite(Rule[NonFiniteParams]):
             return state, None
         best, best_step = state["best"], state["best_step"]
         keep = f"; best {fmt(best)} at step {best_step}" if best is not None else ""
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=f"{self.monitor} is {fmt(obs.value)} at step {obs.step}{keep}",
             evidence={"monitor": self.monitor, "value": obs.value, "best": best, "best_step": best_step},
             best_step=best_step,

@@ -63,10 +63,8 @@ class Overfitting(Rule[OverfittingParams]):
             f"{p.train_key} keeps improving ({train_trend.slope:.3g}/step, p={p_train_better:.3g}) over "
             f"steps {xs[0]}-{xs[-1]}: overfitting; best {fmt(best)} at step {best_step}"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={
                 "val_slope": val_trend.slope,

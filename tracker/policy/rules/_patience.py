@@ -73,10 +73,8 @@ class Patience(Rule[PatienceParams]):
         threshold = (
             None if best is None else needed(best, mode=self.mode, min_delta=p.min_delta, relative=p.relative)
         )
-        return Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        return self.stop(
+            obs,
             reason=reason,
             evidence={
                 "monitor": self.monitor,

@@ -75,10 +75,8 @@ class Plateau(Rule[PlateauParams]):
             f"{slope:.3g}/step, {level}% interval [{low:.3g}, {high:.3g}] inside +-{delta:.3g} "
             f"({p.test}); best {fmt(best)} at step {best_step}"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={
                 "test": p.test,

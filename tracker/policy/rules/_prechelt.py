@@ -85,10 +85,8 @@ class Prechelt(Rule[PrecheltParams]):
             detail = f"validation loss rose at the end of {ups} successive strips of {p.strip}"
         if not fired:
             return state, None
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=f"{self.monitor}: {detail} (Prechelt {p.criterion}); best {fmt(best)} at step {best_step}",
             evidence=evidence,
             best_step=best_step,

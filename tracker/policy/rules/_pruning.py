@@ -65,10 +65,8 @@ class Percentile(Rule[PercentileParams]):
             f"{self.monitor} best so far {fmt(best)} is worse than the {p.percentile:g}th-percentile cut "
             f"{fmt(cut)} of {len(values)} finished runs at step {obs.step}"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={"best": best, "cut": cut, "runs_at_step": len(values), "percentile": p.percentile},
             best_step=best_step,
@@ -127,10 +125,8 @@ class Asha(Rule[AshaParams]):
             f"{self.monitor} {fmt(obs.value)} at rung {rung} is outside the top 1/{p.reduction_factor:g} "
             f"of {len(values)} runs (cut {fmt(cut)})"
         )
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=reason,
             evidence={"rung": rung, "value": obs.value, "cut": cut, "runs_at_rung": len(values)},
             best_step=best_step,

@@ -38,10 +38,8 @@ class Threshold(Rule[ThresholdParams]):
         reached = obs.value >= target if self.mode == "max" else obs.value <= target
         if obs.step < self.params.warmup or not reached:
             return state, None
-        verdict = Verdict(
-            action="stop",
-            rule=self.name,
-            step=obs.step,
+        verdict = self.stop(
+            obs,
             reason=f"{self.monitor} reached {fmt(obs.value)} at step {obs.step} (target {fmt(target)})",
             evidence={"value": obs.value, "target": target, "mode": self.mode},
             best_step=best_step,
