@@ -53,6 +53,7 @@ def launch(job: str, world: int, tracker: TrackerProcess, *extra: str, timeout: 
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+            proc.communicate()  # reap it and close its pipes
     return results
 
 

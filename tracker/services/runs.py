@@ -67,39 +67,43 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
     with db.session(write=True) as session:
         project_id = _project_id(session, request.project)
         experiment_id = _experiment_id(session, project_id, request.experiment)
-        existing = session.execute(
-            select(models.Run).where(models.Run.project_id == project_id, models.Run.run_key == run_key)
-        ).scalar_one_or_none()
-        if existing is not None:
-            if existing.experiment_id != experiment_id:
-                raise ConflictError(
-                    f"run_key {run_key!r} belongs to run {existing.id} of another experiment "
-                    f"than {request.experiment!r}"
-                )
-            return _public(session, existing, joined=True)
         now = _now()
-        run = models.Run(
-            project_id=project_id,
-            experiment_id=experiment_id,
-            run_key=run_key,
-            name=request.name or f"run-{run_key[:8]}",
-            config=request.config,
-            tags=request.tags,
-            policy=request.policy.model_dump(mode="json") if request.policy else None,
-            status="running",
-            world_size=request.world_size,
-            started_at=now,
-            ended_at=None,
-            last_heartbeat=now,
-            judged_step=-1,
-            decision_seq=0,
-            stop_step=None,
-            stop_rule=None,
-            planned_steps=request.planned_steps,
-        )
-        session.add(run)
-        session.flush()
-        return _public(session, run)
+        # Ranks of one job create the same run_key at the same moment: insert-or-ignore, then read back,
+        # so exactly one insert wins and the others join (a plain check-then-insert races on PostgreSQL).
+        created_id = session.execute(
+            insert_ignore(session, models.Run)
+            .values(
+                **{
+                    "project_id": project_id,
+                    "experiment_id": experiment_id,
+                    "run_key": run_key,
+                    "name": request.name or f"run-{run_key[:8]}",
+                    "config": request.config,
+                    "tags": request.tags,
+                    "policy": request.policy.model_dump(mode="json") if request.policy else None,
+                    "status": "running",
+                    "world_size": request.world_size,
+                    "started_at": now,
+                    "ended_at": None,
+                    "last_heartbeat": now,
+                    "judged_step": -1,
+                    "decision_seq": 0,
+                    "stop_step": None,
+                    "stop_rule": None,
+                    "planned_steps": request.planned_steps,
+                }
+            )
+            .returning(models.Run.id)
+        ).scalar_one_or_none()
+        run = session.execute(
+            select(models.Run).where(models.Run.project_id == project_id, models.Run.run_key == run_key)
+        ).scalar_one()
+        if run.experiment_id != experiment_id:
+            raise ConflictError(
+                f"run_key {run_key!r} belongs to run {run.id} of another experiment "
+                f"than {request.experiment!r}"
+            )
+        return _public(session, run, joined=created_id is None)
 
 
 def get(db: Database, run_id: int) -> RunPublic:
