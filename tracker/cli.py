@@ -130,11 +130,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
+    import importlib.util
     import os
     import subprocess
 
     from tracker.demo._server import tracker_for_demo
 
+    if importlib.util.find_spec("streamlit") is None:
+        print(
+            "plateau dashboard needs the dashboard extra: pip install 'plateau-tracker[dashboard]'",
+            file=sys.stderr,
+        )
+        return 2
     settings = _settings(args)
     app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
     with tracker_for_demo(settings, args.url) as url:
