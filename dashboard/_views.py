@@ -30,17 +30,18 @@ def best_of(decisions: list[dict[str, Any]]) -> tuple[int | None, float | None]:
 def run_row(run: dict[str, Any], decisions: list[dict[str, Any]]) -> dict[str, Any]:
     best_step, best_value = best_of(decisions)
     stop = stop_decision(decisions)
-    steps = (run.get("judged_step") or 0) + 1 if run.get("judged_step") is not None else 0
+    last = run.get("judged_step")
     planned = run.get("planned_steps")
     saved = None
     if planned and stop is not None:
-        saved = max(0.0, 1 - (stop["step"] + 1) / planned)
+        saved = max(0.0, 1 - stop["step"] / planned)  # the share of the planned steps not run
     return {
         "id": run["id"],
         "name": run["name"],
         "experiment": run["experiment"],
         "status": run["status"],
-        "steps": f"{steps}/{planned}" if planned else str(steps),
+        "last step": last,
+        "planned end": planned,
         "best value": best_value,
         "best step": best_step,
         "ended by": stop["rule"] if stop else "",

@@ -76,6 +76,7 @@ def test_runs_page_lists_runs_with_the_decision_that_ended_them(seeded, tracker,
     assert early["ended by"] == "patience"
     assert "has not improved" in early["why"]
     assert early["best step"] == 2
+    assert early["compute saved"] == pytest.approx(1 - 5 / 20)  # stopped at step 5 of a planned 20
 
 
 def test_run_page_draws_curves_with_stop_and_checkpoint_markers(seeded, tracker, monkeypatch) -> None:

@@ -121,6 +121,7 @@ def train_one(
         mode="min",
         rules=[{"rule": "patience", "patience": patience}, {"rule": "checkpoint"}, {"rule": "non_finite"}],
         url=url,
+        planned_steps=budget - 1,  # epochs are steps 0 .. budget - 1
     )
     checkpoint_path = checkpoint_dir / f"run-{run.id}.pt"
     saved_epoch: int | None = None
