@@ -57,7 +57,7 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
             raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
         connection = session.connection()
         params = {"run": run_id, "key": key_id, "rank": rank}
-        sqlite = session.get_bind().dialect.name == "sqlite"
+        sqlite = session.get_bind().dialect.name == "sqlite"  # else PostgreSQL
         where = (
             "run_id = :run AND key_id = :key AND rank = :rank"
             if sqlite
@@ -67,8 +67,8 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
             f"SELECT COUNT(*), MIN(step), MAX(step) FROM metric_point WHERE {where}", params
         ).one()
         rows: Sequence[Any]
-        if sqlite and total > limit and limit >= 4:
-            rows = _buckets_in_sqlite(connection, where, params, first, last, limit)
+        if total > limit and limit >= 4:
+            rows = _buckets_in_sql(connection, where, params, first, last, limit, sqlite=sqlite)
         else:
             # Raw tuples through the driver: a million ORM rows would cost seconds.
             rows = connection.exec_driver_sql(
@@ -84,25 +84,38 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
     )
 
 
-def _buckets_in_sqlite(
-    connection: Any, where: str, params: dict[str, int], first: int, last: int, limit: int
+def _buckets_in_sql(
+    connection: Any, where: str, params: dict[str, int], first: int, last: int, limit: int, *, sqlite: bool
 ) -> list[Any]:
-    """Min/max buckets computed by SQLite over step ranges: the rows never leave the database. SQLite
-    returns, for a lone min() or max() aggregate, the other columns of the row that holds it."""
+    """Min/max buckets over step ranges computed by the database, so the rows never leave it.
+
+    SQLite returns, for a lone min() or max() aggregate, the other columns of the row that holds it;
+    PostgreSQL picks that row with ``DISTINCT ON``. NaN is left out (SQLite stores it as NULL; PostgreSQL
+    sorts it above every number).
+    """
     buckets = (limit - 2) // 2
     width = max(1, -(-(last - first + 1) // buckets))
-    grouped = f"FROM metric_point WHERE {where} AND value IS NOT NULL GROUP BY (step - :first) / :width"
-    bucket_params = {**params, "first": first, "width": width}
     picked: dict[int, Any] = {}
-    for aggregate in ("MIN", "MAX"):
-        for _, step, value, wall_time in connection.exec_driver_sql(
-            f"SELECT {aggregate}(value), step, value, wall_time {grouped}", bucket_params
-        ):
+    if sqlite:
+        grouped = f"FROM metric_point WHERE {where} AND value IS NOT NULL GROUP BY (step - :first) / :width"
+        queries = [f"SELECT {agg}(value), step, value, wall_time {grouped}" for agg in ("MIN", "MAX")]
+        bucket_params: dict[str, int] = {**params, "first": first, "width": width}
+        one = f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND step = :step"
+    else:
+        inner = (
+            "SELECT (step - %(first)s) / %(width)s AS bucket, step, value, wall_time FROM metric_point "
+            f"WHERE {where} AND value IS NOT NULL AND value <> 'NaN'::float8"
+        )
+        queries = [
+            f"SELECT DISTINCT ON (bucket) bucket, step, value, wall_time FROM ({inner}) AS t "
+            f"ORDER BY bucket, value {order}"
+            for order in ("ASC", "DESC")
+        ]
+        bucket_params = {**params, "first": first, "width": width}
+        one = f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND step = %(step)s"
+    for query in queries:
+        for _, step, value, wall_time in connection.exec_driver_sql(query, bucket_params):
             picked[step] = (step, value, wall_time)
     for step in (first, last):
-        row = connection.exec_driver_sql(
-            f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND step = :step",
-            {**params, "step": step},
-        ).one()
-        picked[step] = tuple(row)
+        picked[step] = tuple(connection.exec_driver_sql(one, {**params, "step": step}).one())
     return [picked[step] for step in sorted(picked)]
