@@ -20,8 +20,10 @@ from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ti
 from tracker.policy.rules._checkpoint import CheckpointParams
 from tracker.policy.rules._non_finite import NonFiniteParams
 from tracker.policy.rules._patience import PatienceParams
+from tracker.policy.rules._pruning import PRUNING_RULES
 
 __all__ = [
+    "PRUNING_RULES",
     "RULES",
     "Action",
     "CheckpointParams",

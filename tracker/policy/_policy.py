@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -67,6 +68,11 @@ class PolicySpec(BaseModel):
         return {rule.watch_key() for rule in self.build() if rule.health}
 
     def build(self) -> list[Rule[Any]]:
+        """The rule objects, built once per spec: rules hold only parameters, so they can be shared."""
+        return self._compiled
+
+    @cached_property
+    def _compiled(self) -> list[Rule[Any]]:
         return [build_rule(p, monitor=self.monitor, mode=self.mode) for p in self.rules]
 
 

@@ -8,10 +8,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import PRUNING_RULES, Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.replay._curves import Curve
-
-PRUNING_RULES = frozenset({"percentile", "asha"})
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from sqlalchemy import exists, select
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.errors import NotFoundError, PlateauError
+from tracker.services.runs import ensure_project
 
 Scope = Literal["read", "write"]
 CACHE_S = 5.0
@@ -60,8 +61,6 @@ def is_loopback(host: str | None) -> bool:
 
 def create_token(db: Database, project: str, scope: Scope, name: str = "") -> tuple[int, str]:
     """A new token for ``project`` (created if needed): (id, the token; shown once, never stored)."""
-    from tracker.services.runs import ensure_project  # runs imports this module's peers
-
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with db.session(write=True) as session:
         project_id = ensure_project(session, project)

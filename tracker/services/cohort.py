@@ -8,9 +8,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
-
-# Runs stopped by these rules were pruned: they are not "finished" for cross-run comparisons.
-PRUNING_RULES = ("percentile", "asha")
+from tracker.policy import PRUNING_RULES
 
 
 class ExperimentCohort:

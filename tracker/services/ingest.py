@@ -120,7 +120,7 @@ def _judge(
         if fresh:
             run.judged_step = max(run.judged_step, max(step for _, _, step in fresh))
         return
-    policy = PolicySpec.model_validate(run.policy)
+    policy = _policy_of(run)
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -175,6 +175,19 @@ def _judge(
         session.add(decision)
         for event in webhooks.events_of(decision):
             webhooks.enqueue(session, run, event, decision)
+
+
+# A run's policy never changes after creation: parse it once per process, not once per batch.
+_POLICIES: dict[int, PolicySpec] = {}
+
+
+def _policy_of(run: models.Run) -> PolicySpec:
+    policy = _POLICIES.get(run.id)
+    if policy is None:
+        if len(_POLICIES) > 10_000:
+            _POLICIES.clear()
+        policy = _POLICIES[run.id] = PolicySpec.model_validate(run.policy)
+    return policy
 
 
 def _health_observations(

@@ -23,10 +23,6 @@ def _now() -> datetime:
 
 def ensure_project(session: Session, name: str) -> int:
     """The id of project ``name``, created if it does not exist yet."""
-    return _project_id(session, name)
-
-
-def _project_id(session: Session, name: str) -> int:
     session.execute(insert_ignore(session, models.Project), [{"name": name, "created_at": _now()}])
     return session.execute(select(models.Project.id).where(models.Project.name == name)).scalar_one()
 
@@ -65,7 +61,7 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
     """
     run_key = request.run_key or uuid.uuid4().hex
     with db.session(write=True) as session:
-        project_id = _project_id(session, request.project)
+        project_id = ensure_project(session, request.project)
         experiment_id = _experiment_id(session, project_id, request.experiment)
         now = _now()
         # Ranks of one job create the same run_key at the same moment: insert-or-ignore, then read back,

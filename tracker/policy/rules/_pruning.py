@@ -11,6 +11,9 @@ from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
 
+PRUNING_RULES = frozenset({"percentile", "asha"})
+"""Rules whose stop prunes a run: such runs do not count as finished for cross-run comparisons."""
+
 
 def quantile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolation quantile (numpy's default) of already sorted values."""
