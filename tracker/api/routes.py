@@ -25,8 +25,9 @@ from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch, SeriesPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
+from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
-from tracker.services import decisions, health, history, ingest, runs, series, webhooks
+from tracker.services import decisions, health, history, ingest, runs, series, summary, webhooks
 from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
@@ -84,6 +85,19 @@ def finish_run(
     notifier.notify(run_id)
     deliverer.poke()
     return run
+
+
+@router.get("/runs/{run_id}/summary", dependencies=[Depends(read_run)], tags=["runs"])
+def get_summary(run_id: int, database: DatabaseDep) -> RunSummaryPublic:
+    """The figures the trainer reported (model complexity, time per step) and the convergence times
+    derived from the decisions: to the best step, to the stop, per step."""
+    return summary.read(database, run_id)
+
+
+@router.patch("/runs/{run_id}/summary", dependencies=[Depends(write_run)], tags=["runs"])
+def update_summary(run_id: int, request: SummaryUpdate, database: DatabaseDep) -> RunSummaryPublic:
+    """Merge figures into the run's summary key by key; a key set to null is removed."""
+    return summary.update(database, run_id, request)
 
 
 @router.post("/runs/{run_id}/metrics", dependencies=[Depends(write_run)], tags=["metrics"])

@@ -86,6 +86,8 @@ class Run(Base):
     stop_rule: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # The step the run plans to end at, when it declared one (budget-aware rules use it).
     planned_steps: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Figures the trainer reports once or rarely (model complexity, time per step), merged key by key.
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
 class MetricKey(Base):

@@ -55,6 +55,9 @@ class RunPublic(Schema):
     stop_step: int | None = Field(description="step at which the policy decided to stop, if it has")
     stop_rule: str | None = Field(default=None, description="the rule behind that stop")
     planned_steps: int | None = None
+    summary: dict[str, Any] = Field(
+        default_factory=dict, description="figures the trainer reported: model complexity, time per step"
+    )
     decision: DecisionPublic
     joined: bool = Field(default=False, description="true when a create joined an existing run")
 

@@ -56,6 +56,7 @@ def run_public(
         stop_step=run.stop_step,
         stop_rule=run.stop_rule,
         planned_steps=run.planned_steps,
+        summary=run.summary,
         decision=decision,
         joined=joined,
     )

@@ -87,6 +87,7 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
                     "stop_step": None,
                     "stop_rule": None,
                     "planned_steps": request.planned_steps,
+                    "summary": {},
                 }
             )
             .returning(models.Run.id)

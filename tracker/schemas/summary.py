@@ -1,0 +1,58 @@
+"""A run's summary: figures the trainer reports once or rarely (model complexity, time per step), and the
+convergence times the tracker derives from its decisions."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+
+from tracker.schemas._common import Schema
+
+MAX_SUMMARY_BYTES = 64 * 1024
+SummaryKey = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _bounded(summary: dict[str, Any]) -> dict[str, Any]:
+    # NaN and inf are data here too: measured as JSON with them spelled out, the way they are stored.
+    size = len(json.dumps(summary, allow_nan=True, default=str))
+    if size > MAX_SUMMARY_BYTES:
+        raise ValueError(f"is {size} bytes as JSON; at most {MAX_SUMMARY_BYTES} are kept per update")
+    return summary
+
+
+class SummaryUpdate(Schema):
+    """Merge ``summary`` into the run's summary key by key; a key set to ``null`` is removed."""
+
+    summary: Annotated[dict[SummaryKey, Any], AfterValidator(_bounded)] = Field(max_length=500)
+
+
+class Convergence(Schema):
+    """Wall-clock figures derived from the decisions and the points' timestamps (the trainer's clock),
+    measured from the run's creation on the tracker."""
+
+    monitor: str | None = None
+    best_step: int | None = None
+    best_value: float | None = None
+    time_to_best_s: float | None = Field(default=None, description="run start to the best step's point")
+    stop_step: int | None = None
+    time_to_stop_s: float | None = Field(default=None, description="run start to the stop step's point")
+    duration_s: float | None = Field(default=None, description="run start to its end (or to its last point)")
+    time_per_step_s: float | None = Field(
+        default=None, description="median seconds per step: the SDK's step timer, else inferred"
+    )
+    time_per_step_source: str | None = Field(
+        default=None, description="'step_timer', or the key whose timestamps it was inferred from"
+    )
+
+
+class RunSummaryPublic(Schema):
+    run_id: int
+    summary: dict[str, Any]
+    convergence: Convergence
+
+
+def finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
