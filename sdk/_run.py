@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -19,6 +20,7 @@ from sdk._decision import CONTINUE, Decision
 from sdk._sender import Sender
 from sdk._spool import Spool, default_spool_dir
 from sdk._transport import RejectedError, RetryableError, Transport
+from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
 
@@ -86,6 +88,9 @@ class Run:
         self._agreement: Agreement | None = None
         self._next_step = 0
         self._finished = False
+        self._step_times = StepTimes()
+        self._step_times_published = 0.0
+        self._summarised = False
         self._lock = threading.Lock()
         self._sender = Sender(
             transport,
@@ -224,6 +229,51 @@ class Run:
         latest = self.latest
         return Decision(**{**latest.__dict__, "judged": False})
 
+    # --- summary figures: model complexity, time per step -------------------------------------------
+
+    def update_summary(self, figures: Mapping[str, Any]) -> None:
+        """Merge ``figures`` (JSON-able values) into the run's summary on the tracker; ``None`` removes a
+        key. Never blocks: the sender delivers it (or keeps it in the spool while the tracker is away)."""
+        try:
+            self._summarised = True
+            self._sender.update_summary(dict(figures))
+        except Exception:
+            logger.warning("plateau: could not queue the summary %r", figures, exc_info=True)
+
+    def profile_model(
+        self, model: Any, example_input: Any, *, batch_size: int = 32, warmup: int = 3, repeats: int = 20
+    ) -> dict[str, Any]:
+        """Measure ``model`` (parameters, FLOPs per sample, inference latency at batch 1 and at
+        ``batch_size``, peak memory; see :func:`sdk.complexity.profile_model`), store the figures in the
+        run's summary and return them. Needs torch; call it before or after training, not inside a step."""
+        figures = profile_model(model, example_input, batch_size=batch_size, warmup=warmup, repeats=repeats)
+        self.update_summary(figures)
+        return figures
+
+    def step_timer(self, *, cuda_sync: bool = False) -> AbstractContextManager[None]:
+        """Time one training step: ``with run.step_timer(): train_step(batch)``.
+
+        Each step's time is logged as ``time/step_ms`` (steps counted by the timer), and the median and
+        90th percentile (first step left out) go to the summary as ``step_time_s``/``step_time_p90_s``,
+        at most every 10 s and at finish. ``cuda_sync`` waits for queued GPU work at both ends, so a GPU
+        step is timed to its completion (it costs a synchronisation per step)."""
+        return timed(self._step_done, cuda_sync=cuda_sync)
+
+    def _step_done(self, seconds: float) -> None:
+        times = self._step_times
+        times.add(seconds)
+        self.log({"time/step_ms": seconds * 1e3}, step=times.count - 1)
+        now = time.monotonic()
+        if now - self._step_times_published >= 10.0 and times.count > 1:
+            self._step_times_published = now
+            self.update_summary(times.figures())
+
+    def _final_summary(self) -> None:
+        if self._step_times.count:
+            self.update_summary(self._step_times.figures())
+        if self._summarised:  # the peak over the whole run, not only at profiling time
+            self.update_summary({"peak_rss_bytes": peak_rss_bytes()})
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Send everything logged so far; False if ``timeout`` ran out first."""
         return self._sender.flush(timeout)
@@ -240,6 +290,7 @@ class Run:
                 return 0
             self._finished = True
         deadline = time.monotonic() + timeout
+        self._final_summary()
         left = self._sender.close(timeout)
         status = status or ("stopped" if self.should_stop() else "finished")
         run_id = self.id

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdk._decision import Decision
-from sdk._spool import Spool, replay
+from sdk._spool import Spool, replay, replay_summary
 from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
@@ -86,6 +86,13 @@ class Sender:
         self.rejected_points = 0
         self.spooled_points = 0
         self._warned: set[str] = set()
+        # The run's summary figures, merged; ``_summary_version`` counts changes, ``_summary_sent`` the
+        # version the tracker has (a change made during a send is sent again).
+        self._summary: dict[str, Any] = {}
+        self._summary_version = 0
+        self._summary_sent = 0
+        self._summary_spooled = 0
+        self._summary_lock = threading.Lock()
         self._reset_threading()
 
     def _reset_threading(self) -> None:
@@ -137,6 +144,37 @@ class Sender:
             logger.exception("plateau: could not spill the queue to the spool")
         return len(self._pending) < self._max_pending
 
+    def update_summary(self, figures: Mapping[str, Any]) -> None:
+        """Merge ``figures`` into the run's summary; the thread sends it (spooled while offline)."""
+        with self._summary_lock:
+            self._summary.update(figures)
+            self._summary_version += 1
+        self._wake.set()
+
+    def _sync_summary(self, *, may_send: bool = True) -> None:
+        """Online: send the summary if it changed. Offline (or ``may_send=False``): keep it in the spool,
+        for the reconnect or a later process (``plateau sync``)."""
+        with self._summary_lock:
+            version = self._summary_version
+            if version == self._summary_sent:
+                return
+            summary = dict(self._summary)
+        if not may_send or self.run_id is None or self._offline:
+            if self.spool is not None and version != self._summary_spooled:
+                self.spool.write_summary(summary)
+                self._summary_spooled = version
+            return
+        try:
+            self._transport.update_summary(self.run_id, summary)
+        except RetryableError as exc:
+            self._go_offline(exc)
+            self._sync_summary(may_send=False)
+            return
+        except RejectedError as exc:
+            self._warn_once("summary", f"plateau: the tracker rejected the run summary: {exc}")
+        with self._summary_lock:
+            self._summary_sent = max(self._summary_sent, version)
+
     def flush(self, timeout: float) -> bool:
         """Wait until everything logged before this call is sent or in the spool; False on timeout."""
         if not self._thread.is_alive():
@@ -164,6 +202,10 @@ class Sender:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=1.0)
+        try:
+            self._sync_summary(may_send=time.monotonic() < deadline)
+        except Exception:  # closing must not raise into the caller's exit path
+            logger.exception("plateau: could not deliver the run summary")
         if self._inflight is not None and self._inflight.points:
             self._stash(self._inflight)
         self._inflight = None
@@ -198,8 +240,10 @@ class Sender:
         elif self.run_id is None or self._offline:
             if self.spool is not None:
                 self._spill()
+                self._sync_summary(may_send=False)
         else:
             self._drain()
+            self._sync_summary()
 
     def _reconnect(self) -> None:
         """Create or join the run if needed, then replay the spool; stay offline on failure."""
@@ -214,6 +258,8 @@ class Sender:
                 self.rejected_points += result.rejected
                 if not result.complete:
                     raise RetryableError(result.errors[-1] if result.errors else "spool replay interrupted")
+            if self.spool is not None:
+                replay_summary(self._transport, self.run_id, self.spool.dir)
         except RetryableError as exc:
             self._go_offline(exc)
         except RejectedError as exc:

@@ -23,6 +23,7 @@ from sdk._transport import RejectedError, RetryableError, Transport
 logger = logging.getLogger("plateau")
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+SUMMARY_FILE = "summary.json"
 
 
 def default_spool_dir() -> Path:
@@ -74,6 +75,14 @@ class Spool:
         _atomic_write(self.dir / f"b-{time.time_ns():020d}-{os.getpid()}-{_safe(batch_id)}.json", content)
         self._bytes = self._used() + len(content)
         return True
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """Keep the run's summary figures (the whole merged summary: sending it again is harmless)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "run.json"
+        if not meta.exists():
+            _atomic_write(meta, json.dumps({"url": self.url, "create": self.create_body}))
+        _atomic_write(self.dir / SUMMARY_FILE, json.dumps(summary, default=str))
 
     def pending(self) -> list[Path]:
         return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []
@@ -129,6 +138,23 @@ def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = 
     return result
 
 
+def replay_summary(transport: Transport, run_id: int, folder: Path) -> None:
+    """Send a spooled summary and delete it; a retryable failure leaves it (raised), a refusal drops it."""
+    path = folder / SUMMARY_FILE
+    if not path.exists():
+        return
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        path.rename(path.with_suffix(".bad"))
+        return
+    try:
+        transport.update_summary(run_id, summary)
+    except RejectedError as exc:
+        logger.error("plateau: the tracker rejected the spooled summary of run %d: %s", run_id, exc)
+    path.unlink(missing_ok=True)
+
+
 @dataclass
 class SyncReport:
     runs: int = 0
@@ -152,6 +178,8 @@ def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
         try:
             created = transport.create_run(info["create"])
             result = replay(transport, int(created["id"]), files)
+            if result.complete:
+                replay_summary(transport, int(created["id"]), meta.parent)
         except (RetryableError, RejectedError) as exc:
             report.errors.append(f"{meta.parent.name}: {exc}")
             report.left += len(files)
@@ -165,7 +193,7 @@ def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
         report.errors += result.errors
         left = sorted(meta.parent.glob("b-*.json"))
         report.left += len(left)
-        if not left and not any(meta.parent.glob("*.bad")):
+        if not left and not (meta.parent / SUMMARY_FILE).exists() and not any(meta.parent.glob("*.bad")):
             meta.unlink(missing_ok=True)
             meta.parent.rmdir()
     return report

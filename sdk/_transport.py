@@ -108,6 +108,15 @@ class Transport:
         result = self._request("GET", f"/api/v1/runs/{run_id}/decision", params=params, timeout=wait + 5.0)
         return Decision.from_json(result)
 
+    def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
+        content = json.dumps({"summary": summary}, separators=(",", ":"), default=str)
+        self._request(
+            "PATCH",
+            f"/api/v1/runs/{run_id}/summary",
+            content=content,
+            headers={"content-type": "application/json"},
+        )
+
     def finish_run(self, run_id: int, status: str, timeout: float) -> None:
         self._request("POST", f"/api/v1/runs/{run_id}/finish", json={"status": status}, timeout=timeout)
 
