@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -184,6 +186,74 @@ def _cmd_sync(args: argparse.Namespace) -> int:
     return 0 if report.left == 0 else 1
 
 
+def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
+    """The tracker at --url or $PLATEAU_URL, else the configured one, started on the embedded default
+    if none runs."""
+    from tracker.demo._server import tracker_for_demo
+
+    return tracker_for_demo(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
+
+
+def _needs_tensorboard(command: str) -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        print(
+            f"plateau {command} tensorboard needs the tensorboard package: "
+            "pip install 'plateau-tracker[tensorboard]'",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    if _needs_tensorboard("export"):
+        return 2
+    from tracker.tb import export_runs
+
+    token = args.token or os.environ.get("PLATEAU_TOKEN")
+    with _tracker_url(args) as url:
+        report = export_runs(
+            url,
+            Path(args.logdir),
+            run_ids=args.run,
+            experiment=args.experiment,
+            project=args.project,
+            token=token,
+        )
+    for run in report.runs:
+        print(
+            f"run {run.run_id}: {run.points} points in {run.series} series, {run.decisions} decisions "
+            f"-> {run.directory}"
+        )
+    print(
+        f"plateau export: {len(report.runs)} runs, {report.points} points; tensorboard --logdir {args.logdir}"
+    )
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    if _needs_tensorboard("import"):
+        return 2
+    from tracker.tb import import_logdir
+
+    logdir = Path(args.logdir)
+    if not logdir.is_dir():
+        print(f"plateau import: {logdir} is not a folder", file=sys.stderr)
+        return 2
+    token = args.token or os.environ.get("PLATEAU_TOKEN")
+    with _tracker_url(args) as url:
+        report = import_logdir(logdir, url, experiment=args.experiment, project=args.project, token=token)
+    for run in report.runs:
+        print(
+            f"{run.directory} -> run {run.run_id} ({run.name}): {run.points} points in {run.series} series, "
+            f"{run.accepted} new; {run.skipped_values} non-scalar values skipped"
+        )
+    print(f"plateau import: {len(report.runs)} runs, {report.points} points")
+    return 0 if report.runs else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -261,6 +331,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(handler=_cmd_replay)
+
+    export = commands.add_parser("export", help="export stored runs to another tool's format")
+    export_formats = export.add_subparsers(dest="export_format", required=True)
+    tb_export = export_formats.add_parser(
+        "tensorboard", help="event files, one folder per run: scalars, decisions as text, HParams"
+    )
+    chosen = tb_export.add_mutually_exclusive_group(required=True)
+    chosen.add_argument("--run", type=int, action="append", help="a run id (repeat for several)")
+    chosen.add_argument("--experiment", help="every run of this experiment")
+    tb_export.add_argument("--project", help="project of --experiment")
+    tb_export.add_argument("--logdir", required=True, help="TensorBoard log folder to write into")
+    importing = commands.add_parser("import", help="import runs from another tool's files")
+    import_formats = importing.add_subparsers(dest="import_format", required=True)
+    tb_import = import_formats.add_parser(
+        "tensorboard", help="scalar series of event files, one run per event-file folder"
+    )
+    tb_import.add_argument("logdir", help="a TensorBoard log folder")
+    tb_import.add_argument("--experiment", required=True, help="experiment to import the runs into")
+    tb_import.add_argument("--project", default="default")
+    for sub in (tb_export, tb_import):
+        _add_store_options(sub)
+        sub.add_argument(
+            "--url", help="tracker URL (PLATEAU_URL; default: the configured one, started if away)"
+        )
+        sub.add_argument("--token", help="API token (PLATEAU_TOKEN)")
+    tb_export.set_defaults(handler=_cmd_export)
+    tb_import.set_defaults(handler=_cmd_import)
 
     sync = commands.add_parser("sync", help="send the SDK's spooled points to the tracker")
     sync.add_argument("--spool", help="spool folder (default $PLATEAU_HOME/spool)")

@@ -57,6 +57,9 @@ class HistoryPage(Schema):
 class KeysPublic(Schema):
     run_id: int
     keys: list[str]
+    ranks: dict[str, list[int]] = Field(
+        default_factory=dict, description="the ranks each key has points from"
+    )
 
 
 class SeriesPublic(Schema):

@@ -14,14 +14,21 @@ from tracker.services.decisions import get_run_row
 
 
 def keys(db: Database, run_id: int) -> KeysPublic:
-    """The metric keys the run has points for, sorted."""
+    """The metric keys the run has points for, sorted, with the ranks each key has points from."""
+    mp = models.MetricPoint
     with db.session() as session:
         get_run_row(session, run_id)
-        ids = select(models.MetricPoint.key_id).where(models.MetricPoint.run_id == run_id).distinct()
-        names = session.execute(
-            select(models.MetricKey.name).where(models.MetricKey.id.in_(ids)).order_by(models.MetricKey.name)
-        ).scalars()
-        return KeysPublic(run_id=run_id, keys=list(names))
+        pairs = session.execute(
+            select(models.MetricKey.name, mp.rank)
+            .join(models.MetricKey, models.MetricKey.id == mp.key_id)
+            .where(mp.run_id == run_id)
+            .distinct()
+        ).tuples()
+        ranks: dict[str, list[int]] = {}
+        for name, rank in pairs:
+            ranks.setdefault(name, []).append(rank)
+    ordered = sorted(ranks)
+    return KeysPublic(run_id=run_id, keys=ordered, ranks={name: sorted(ranks[name]) for name in ordered})
 
 
 def page(db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int) -> HistoryPage:
