@@ -259,6 +259,13 @@ class Run:
         step is timed to its completion (it costs a synchronisation per step)."""
         return timed(self._step_done, cuda_sync=cuda_sync)
 
+    def record_step_time(self, seconds: float) -> None:
+        """Record one training step's duration measured elsewhere (what :meth:`step_timer` does)."""
+        try:
+            self._step_done(seconds)
+        except Exception:
+            logger.warning("plateau: could not record a step time", exc_info=True)
+
     def _step_done(self, seconds: float) -> None:
         times = self._step_times
         times.add(seconds)

@@ -1,0 +1,238 @@
+"""Plateau for Lightning: ``trainer = Trainer(callbacks=[PlateauCallback(monitor="val_loss")])``.
+
+The callback logs what Lightning logs (``trainer.callback_metrics``, at the epoch or the global step), asks
+the tracker for its verdict on each judged step, and obeys it on every rank alike (the strategy reduces
+the verdict, so all ranks stop at the same epoch and all take part in a checkpoint):
+
+- ``stop``: sets ``trainer.should_stop``; Lightning ends the fit after the current epoch.
+- ``checkpoint`` (a new best): saves through ``trainer.save_checkpoint`` to ``dirpath/filename.ckpt``,
+  replaced atomically on each new best, so the file always holds the best network.
+
+At the end it records on the run (its summary) where the best checkpoint is, the epoch it stopped at and
+the rule that stopped it, and finishes the run. With ``profile=True`` and the module's
+``example_input_array`` set, the model's complexity is profiled at fit start; time per training batch is
+recorded by default.
+
+Lightning is imported only here (``pip install 'plateau-tracker[lightning]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.fabric.utilities.apply_func import move_data_to_device
+from lightning.pytorch.callbacks import Callback
+
+import sdk
+from sdk._decision import Decision
+
+logger = logging.getLogger("plateau")
+
+
+def _number(value: Any) -> float | None:
+    try:
+        if hasattr(value, "numel") and value.numel() != 1:
+            return None
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class PlateauCallback(Callback):
+    """Log Lightning's metrics to Plateau and obey its stop and checkpoint decisions.
+
+    Pass a ``run`` made with :func:`sdk.init`, or the arguments to make one at setup (``project``,
+    ``experiment``, ``name``, ``monitor``, ``mode``, ``rules``, ``url`` and any other keyword of
+    :func:`sdk.init`); the module's ``hparams`` become the run's config unless ``config`` is given.
+
+    ``step_unit``: ``"epoch"`` (the step of a point is the epoch) or ``"global_step"``.
+    ``decision_timeout``: seconds to wait for the tracker's verdict on a step; when the tracker is slow or
+    away the verdict is "continue" and training goes on.
+    """
+
+    def __init__(
+        self,
+        run: sdk.Run | None = None,
+        *,
+        project: str = "default",
+        experiment: str = "default",
+        name: str | None = None,
+        monitor: str | None = None,
+        mode: str = "min",
+        rules: Sequence[Mapping[str, Any]] | None = None,
+        config: Mapping[str, Any] | None = None,
+        url: str | None = None,
+        dirpath: str | os.PathLike[str] | None = None,
+        filename: str = "plateau-best",
+        step_unit: str = "epoch",
+        decision_timeout: float = 10.0,
+        profile: bool = False,
+        time_steps: bool = True,
+        finish: bool = True,
+        **init_kwargs: Any,
+    ) -> None:
+        if step_unit not in ("epoch", "global_step"):
+            raise ValueError("step_unit must be 'epoch' or 'global_step'")
+        self.run = run
+        self._owns_run = run is None
+        self._init = {
+            "project": project,
+            "experiment": experiment,
+            "name": name,
+            "monitor": monitor,
+            "mode": mode,
+            "rules": rules,
+            "url": url,
+            **init_kwargs,
+        }
+        self._config = config
+        self.monitor = monitor if run is None else run.monitor
+        self.dirpath = os.fspath(dirpath) if dirpath is not None else None
+        self.filename = filename
+        self.step_unit = step_unit
+        self.decision_timeout = decision_timeout
+        self.profile = profile
+        self.time_steps = time_steps
+        self.finish_run = finish
+        self.best_model_path: str | None = None
+        self.best_step: int | None = None
+        self.stopped_epoch: int | None = None
+        self.stop_decision: Decision | None = None
+        self._logged: dict[int, set[str]] = {}
+        self._judged: set[int] = set()
+        self._batch_started: float | None = None
+
+    # --- set-up and tear-down -----------------------------------------------------------------------
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit" or self.run is not None:
+            return
+        config = self._config if self._config is not None else dict(getattr(pl_module, "hparams", {}) or {})
+        self.run = sdk.init(
+            config=config, rank=trainer.global_rank, world_size=trainer.world_size, **self._init
+        )
+        self.monitor = self.run.monitor
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        example = getattr(pl_module, "example_input_array", None)
+        if self.profile and self.run is not None and example is not None and trainer.is_global_zero:
+            self.run.profile_model(pl_module, move_data_to_device(example, pl_module.device))
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._close(trainer, None)
+
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        self._close(trainer, "failed")
+
+    def _close(self, trainer: pl.Trainer, status: str | None) -> None:
+        run = self.run
+        if run is None:
+            return
+        if trainer.is_global_zero:
+            record: dict[str, Any] = {"lightning_epochs": trainer.current_epoch + 1}
+            if self.best_model_path is not None:
+                record["best_checkpoint"] = self.best_model_path
+                record["best_checkpoint_step"] = self.best_step
+            if self.stop_decision is not None:
+                record["stopped_epoch"] = self.stopped_epoch
+                record["stopped_by"] = self.stop_decision.rule
+            run.update_summary(record)
+        if self._owns_run and self.finish_run:
+            run.finish(status or ("stopped" if self.stop_decision is not None else "finished"))
+
+    # --- timing -------------------------------------------------------------------------------------
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if self.time_steps:
+            self._batch_started = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.time_steps and self._batch_started is not None and self.run is not None:
+            self.run.record_step_time(time.perf_counter() - self._batch_started)
+            self._batch_started = None
+
+    # --- logging and decisions ----------------------------------------------------------------------
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._log_and_obey(trainer)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._log_and_obey(trainer)
+
+    def _step(self, trainer: pl.Trainer) -> int:
+        return trainer.current_epoch if self.step_unit == "epoch" else trainer.global_step
+
+    def _log_and_obey(self, trainer: pl.Trainer) -> None:
+        run = self.run
+        if run is None:
+            return
+        step = self._step(trainer)
+        logged = self._logged.setdefault(step, set())
+        metrics = {}
+        for key, value in trainer.callback_metrics.items():
+            number = _number(value)
+            if key not in logged and number is not None:
+                metrics[key] = number
+        if metrics:
+            logged.update(metrics)
+            run.log(metrics, step=step)
+        if self.monitor is None or self.monitor not in logged or step in self._judged:
+            return
+        self._judged.add(step)
+        decision = run.decision(step, timeout=self.decision_timeout)
+        strategy = trainer.strategy
+        # Any rank's stop or checkpoint is every rank's: the same epoch ends the fit on all of them, and
+        # trainer.save_checkpoint is entered by all (it synchronises them).
+        stop = strategy.reduce_boolean_decision(decision.stop, all=False)
+        checkpoint = strategy.reduce_boolean_decision(decision.action == "checkpoint", all=False)
+        if checkpoint:
+            self._save_best(trainer, step)
+        if stop and not trainer.should_stop:
+            trainer.should_stop = True
+            self.stopped_epoch = trainer.current_epoch
+            self.stop_decision = decision if decision.stop else run.latest
+            if trainer.is_global_zero:
+                logger.info(
+                    "plateau: stopping at epoch %d: %s", trainer.current_epoch, self.stop_decision.reason
+                )
+
+    def _save_best(self, trainer: pl.Trainer, step: int) -> None:
+        dirpath = self.dirpath or os.path.join(trainer.default_root_dir, "checkpoints")
+        final = os.path.join(dirpath, f"{self.filename}.ckpt")
+        partial = os.path.join(dirpath, f".{self.filename}.ckpt.partial")
+        trainer.save_checkpoint(partial)
+        if trainer.is_global_zero:
+            # Replaced only once written: a crash mid-save leaves the previous best intact.
+            os.replace(partial, final)
+        trainer.strategy.barrier("plateau.save_best")
+        self.best_model_path = final
+        self.best_step = step
+
+    # --- resuming -----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "best_model_path": self.best_model_path,
+            "best_step": self.best_step,
+            "judged": sorted(self._judged),
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.best_model_path = state_dict.get("best_model_path")
+        self.best_step = state_dict.get("best_step")
+        self._judged = set(state_dict.get("judged", []))
+
+
+__all__ = ["PlateauCallback"]

@@ -1,0 +1,47 @@
+"""A small Lightning module whose validation metric follows a script, so the epoch a patience rule stops
+at is known in advance; the weights really train (SGD on a linear regression)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch.nn import functional
+
+
+class Scripted(pl.LightningModule):
+    def __init__(self, script: list[float], rank_offsets: list[float] | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = torch.nn.Linear(8, 1)
+        self.example_input_array = torch.randn(4, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.layer(x)
+        return out
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = functional.mse_loss(self(x), y)
+        self.log("train_loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        offsets = self.hparams["rank_offsets"] or [0.0] * 16
+        value = self.hparams["script"][self.current_epoch] + offsets[self.global_rank]
+        self.log("val_loss", torch.tensor(value), sync_dist=False)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def loaders() -> tuple[torch.utils.data.DataLoader[Any], torch.utils.data.DataLoader[Any]]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 8, generator=generator)
+    y = x.sum(dim=1, keepdim=True)
+    data = torch.utils.data.TensorDataset(x, y)
+    return (
+        torch.utils.data.DataLoader(data, batch_size=16),
+        torch.utils.data.DataLoader(data, batch_size=32),
+    )

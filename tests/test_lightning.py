@@ -1,0 +1,122 @@
+"""The Lightning callback: a real Trainer on CPU, stopped by the tracker's patience rule at the expected
+epoch, with the best checkpoint saved through Lightning and the decision recorded on the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests._server import TrackerProcess
+
+pytest.importorskip("lightning")
+import lightning.pytorch as pl
+import torch
+
+from sdk.integrations.lightning import PlateauCallback
+from tests._lightning_module import Scripted, loaders
+
+# Best at epoch 2; epochs 3, 4, 5 do not improve on it: patience 3 stops at epoch 5 (of a 30-epoch budget).
+SCRIPT = [1.0, 0.8, 0.6, 0.65, 0.6, 0.7, *[0.1] * 24]
+RULES = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
+
+pytestmark = [
+    # Lightning's advice about dataloader workers and CPU-only machines is not this test's business.
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    # Lightning 2.6 calls torch pytree APIs that torch 2.13 deprecates: theirs to update, not ours.
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+]
+
+
+def history(url: str, run_id: int, key: str, rank: int = 0) -> list[tuple[int, float]]:
+    page = httpx.get(f"{url}/api/v1/runs/{run_id}/history", params={"key": key, "rank": rank}).json()
+    return [(p["step"], p["value"]) for p in page["points"]]
+
+
+def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    callback = PlateauCallback(
+        project="lightning",
+        experiment="cpu",
+        monitor="val_loss",
+        mode="min",
+        rules=RULES,
+        url=tracker.url,
+        profile=True,
+    )
+    trainer = pl.Trainer(
+        max_epochs=len(SCRIPT),
+        accelerator="cpu",
+        devices=1,
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    train, val = loaders()
+    trainer.fit(Scripted(SCRIPT), train, val)
+
+    assert callback.stopped_epoch == 5
+    assert trainer.current_epoch == 6  # epoch 5 completed, no epoch 6 trained
+    assert callback.stop_decision is not None
+    assert callback.stop_decision.rule == "patience"
+    assert callback.best_step == 2
+    best = Path(callback.best_model_path or "")
+    assert best == tmp_path / "checkpoints" / "plateau-best.ckpt"
+    saved = torch.load(best, weights_only=False)
+    assert saved["epoch"] == 2
+    assert not list(best.parent.glob(".*partial"))
+
+    run_id = callback.run.id if callback.run else None
+    assert run_id is not None
+    run = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}").json()
+    assert (run["status"], run["stop_step"], run["stop_rule"]) == ("stopped", 5, "patience")
+    assert run["decision"]["best_step"] == 2
+    assert [step for step, _ in history(tracker.url, run_id, "val_loss")] == [0, 1, 2, 3, 4, 5]
+    assert [value for _, value in history(tracker.url, run_id, "val_loss")] == pytest.approx(SCRIPT[:6])
+    assert [step for step, _ in history(tracker.url, run_id, "train_loss")] == [0, 1, 2, 3, 4, 5]
+    summary = run["summary"]
+    assert (summary["stopped_epoch"], summary["stopped_by"]) == (5, "patience")
+    assert summary["best_checkpoint"] == str(best)
+    assert summary["params"] == 8 + 1  # profiled from example_input_array
+    assert summary["steps_timed"] == 6 * 4  # 4 training batches per epoch
+    assert run["config"]["script"] == SCRIPT  # the module's hparams
+
+
+def test_ddp_ranks_stop_at_the_same_epoch(tracker: TrackerProcess, tmp_path: Path) -> None:
+    callback = PlateauCallback(
+        project="lightning",
+        experiment="ddp",
+        monitor="val_loss",
+        mode="min",
+        rules=RULES,
+        url=tracker.url,
+        run_key=f"ddp-{tmp_path.name}",
+    )
+    trainer = pl.Trainer(
+        max_epochs=len(SCRIPT),
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+    )
+    train, val = loaders()
+    # Rank 1's values are higher but move alike: the policy judges rank 0 (reduce "rank0").
+    trainer.fit(Scripted(SCRIPT, rank_offsets=[0.0, 0.5]), train, val)
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": "ddp"}).json()["data"]
+    assert len(runs) == 1
+    run = runs[0]
+    assert (run["world_size"], run["status"], run["stop_step"]) == (2, "stopped", 5)
+    for rank in (0, 1):
+        assert [step for step, _ in history(tracker.url, run["id"], "val_loss", rank)] == [0, 1, 2, 3, 4, 5]
+    assert torch.load(tmp_path / "checkpoints" / "plateau-best.ckpt", weights_only=False)["epoch"] == 2
