@@ -65,6 +65,12 @@ def series(run_id: int, key: str, points: int = 2000, rank: int = 0) -> list[dic
     return data
 
 
+def summary(run_id: int) -> dict[str, Any]:
+    """The run's reported figures (``summary``) and derived convergence times (``convergence``)."""
+    result: dict[str, Any] = _get(f"/runs/{run_id}/summary")
+    return result
+
+
 def health(run_id: int) -> dict[str, Any]:
     result: dict[str, Any] = _get(f"/runs/{run_id}/health")
     return result

@@ -50,6 +50,16 @@ def seeded(tracker) -> dict[str, int]:
                 for r, (k, v) in enumerate([("rel_perf", 1.0), ("rel_perf", 0.4)])
             ]
             client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+            client.patch(
+                f"/api/v1/runs/{run['id']}/summary",
+                json={
+                    "summary": {
+                        "flops_per_sample": 2e6 * len(name),
+                        "latency_ms_batch1": 0.5,
+                        "device": "cpu",
+                    }
+                },
+            )
             client.post(
                 f"/api/v1/runs/{run['id']}/finish",
                 json={"status": "stopped" if name == "early" else "finished"},
@@ -118,7 +128,16 @@ def test_complexity_page_plots_runs_against_their_best(seeded, tracker, monkeypa
     app.run()
     app.selectbox[0].set_value(("dash", seeded["experiment"])).run()
     assert not app.exception
-    assert len(app.dataframe[0].value) == 3
+    table = app.dataframe[0].value.set_index("run")
+    assert len(table) == 3
+    early = table.loc[f"#{seeded['early']} early"]
+    # Reported by the trainer (summary), logged as a metric (complexity/params), derived (time to best).
+    assert early["flops_per_sample"] == 2e6 * len("early")
+    assert early["params"] == 1000.0 / 0.1
+    assert early["best"] == 0.5
+    assert early["time_to_best_s"] >= 0
+    assert "device" not in table.columns  # not a number
+    assert app.selectbox[1].value == "params"
     assert app.get("vega_lite_chart")
 
 

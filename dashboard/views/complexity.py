@@ -1,6 +1,9 @@
-"""Complexity against accuracy: one point per run (parameters, FLOPs, time per batch ... vs best score)."""
+"""Complexity against accuracy: one point per run (parameters, FLOPs, latency, time per step, time to
+converge ... against the best score)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -10,6 +13,33 @@ from dashboard import _api
 from dashboard._views import best_of
 
 PREFIX = "complexity/"
+# Convergence figures the tracker derives for every run, shown next to what the trainer reported.
+CONVERGENCE = ("time_to_best_s", "time_to_stop_s", "duration_s", "time_per_step_s")
+# Preferred first choices of the measure, when present.
+PREFERRED = ("params", "flops_per_sample", "latency_ms_batch1", "time_to_best_s")
+
+
+def figures_of(run: dict[str, Any]) -> tuple[dict[str, float | None], float | None]:
+    """A run's numeric figures: its summary (``profile_model``, step timer), the derived convergence
+    times, and any ``complexity/*`` keys it logged as metrics; and its best value."""
+    reported = _api.guarded(_api.summary, run["id"])
+    figures: dict[str, float | None] = {}
+    for name, value in reported["summary"].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            figures[name] = float(value)
+    convergence = reported["convergence"]
+    for name in CONVERGENCE:
+        if convergence.get(name) is not None:
+            figures[name] = float(convergence[name])
+    for key in _api.guarded(_api.keys, run["id"]):
+        if key.startswith(PREFIX):
+            points = _api.guarded(_api.series, run["id"], key, 4)
+            figures.setdefault(key.removeprefix(PREFIX), _api.number(points[-1]["value"]) if points else None)
+    best = convergence.get("best_value")
+    if best is None:
+        _, best = best_of(_api.guarded(_api.decisions, run["id"]))
+    return figures, best
+
 
 st.title("Complexity vs accuracy")
 available = _api.guarded(_api.runs)
@@ -20,28 +50,26 @@ if not experiments:
 project, experiment = st.selectbox("Experiment", experiments, format_func=lambda pe: f"{pe[0]} / {pe[1]}")
 rows = []
 for r in (r for r in available if r["project"] == project and r["experiment"] == experiment):
-    figures = {}
-    for key in _api.guarded(_api.keys, r["id"]):
-        if key.startswith(PREFIX):
-            points = _api.guarded(_api.series, r["id"], key, 4)
-            figures[key.removeprefix(PREFIX)] = _api.number(points[-1]["value"]) if points else None
-    _, best = best_of(_api.guarded(_api.decisions, r["id"]))
-    if figures:
+    figures, best = figures_of(r)
+    if any(name not in CONVERGENCE for name in figures):
         rows.append({"run": f"#{r['id']} {r['name']}", "best": best, **figures})
 if not rows:
     st.info(
-        "No run of this experiment has logged complexity figures (keys under `complexity/`, e.g. "
-        "complexity/params, complexity/flops_per_sample, complexity/latency_ms)."
+        "No run of this experiment has reported complexity figures. Call `run.profile_model(model, "
+        "example_input)` (parameters, FLOPs, latency, memory) and time steps with `run.step_timer()`; "
+        "the Lightning callback does both with `profile=True`."
     )
     st.stop()
 frame = pd.DataFrame(rows)
-measures = [c for c in frame.columns if c not in ("run", "best")]
-measure = st.selectbox("Complexity measure", measures)
+measures = [c for c in frame.columns if c not in ("run", "best") and pd.api.types.is_numeric_dtype(frame[c])]
+default = next((measures.index(m) for m in PREFERRED if m in measures), 0)
+measure = st.selectbox("Complexity measure", measures, index=default)
+positive = bool((frame[measure].dropna() > 0).all())
 st.altair_chart(
     alt.Chart(frame)
     .mark_circle(size=120)
     .encode(
-        x=alt.X(f"{measure}:Q", scale=alt.Scale(type="log")),
+        x=alt.X(f"{measure}:Q", scale=alt.Scale(type="log" if positive else "linear")),
         y=alt.Y("best:Q", scale=alt.Scale(zero=False)),
         tooltip=list(frame.columns),
     ),
