@@ -45,3 +45,42 @@ def loaders() -> tuple[torch.utils.data.DataLoader[Any], torch.utils.data.DataLo
         torch.utils.data.DataLoader(data, batch_size=16),
         torch.utils.data.DataLoader(data, batch_size=32),
     )
+
+
+def fit_ddp(url: str, run_key: str, root: str, script: list[float], rules: list[dict[str, Any]]) -> None:
+    """Two CPU ranks (ddp_spawn) under the Plateau callback; rank 1's metric sits 0.5 above rank 0's."""
+    from sdk.integrations.lightning import PlateauCallback
+
+    callback = PlateauCallback(
+        project="lightning",
+        experiment="ddp",
+        monitor="val_loss",
+        mode="min",
+        rules=rules,
+        url=url,
+        run_key=run_key,
+    )
+    trainer = pl.Trainer(
+        max_epochs=len(script),
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp_spawn",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+    )
+    train, val = loaders()
+    trainer.fit(Scripted(script, rank_offsets=[0.0, 0.5]), train, val)
+
+
+if __name__ == "__main__":
+    # A process of its own: spawned ranks re-import the main module, which inside pytest may be anything.
+    import json
+    import sys
+    import warnings
+
+    warnings.simplefilter("ignore")
+    fit_ddp(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), json.loads(sys.argv[5]))

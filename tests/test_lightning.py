@@ -3,6 +3,9 @@ epoch, with the best checkpoint saved through Lightning and the decision recorde
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -19,6 +22,7 @@ from tests._lightning_module import Scripted, loaders
 
 # Best at epoch 2; epochs 3, 4, 5 do not improve on it: patience 3 stops at epoch 5 (of a 30-epoch budget).
 SCRIPT = [1.0, 0.8, 0.6, 0.65, 0.6, 0.7, *[0.1] * 24]
+REPO = Path(__file__).resolve().parents[1]
 RULES = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
 
 pytestmark = [
@@ -28,6 +32,21 @@ pytestmark = [
     # Lightning 2.6 calls torch pytree APIs that torch 2.13 deprecates: theirs to update, not ours.
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
+
+
+def cpu_trainer(callback: PlateauCallback, root: Path, **options: object) -> pl.Trainer:
+    """A quiet CPU Trainer with the script's epoch budget and no checkpointing but Plateau's."""
+    return pl.Trainer(
+        max_epochs=len(SCRIPT),
+        accelerator="cpu",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        **options,  # type: ignore[arg-type]
+    )
 
 
 def history(url: str, run_id: int, key: str, rank: int = 0) -> list[tuple[int, float]]:
@@ -47,17 +66,7 @@ def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
         url=tracker.url,
         profile=True,
     )
-    trainer = pl.Trainer(
-        max_epochs=len(SCRIPT),
-        accelerator="cpu",
-        devices=1,
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
+    trainer = cpu_trainer(callback, tmp_path, devices=1)
     train, val = loaders()
     trainer.fit(Scripted(SCRIPT), train, val)
 
@@ -89,30 +98,12 @@ def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
 
 
 def test_ddp_ranks_stop_at_the_same_epoch(tracker: TrackerProcess, tmp_path: Path) -> None:
-    callback = PlateauCallback(
-        project="lightning",
-        experiment="ddp",
-        monitor="val_loss",
-        mode="min",
-        rules=RULES,
-        url=tracker.url,
-        run_key=f"ddp-{tmp_path.name}",
-    )
-    trainer = pl.Trainer(
-        max_epochs=len(SCRIPT),
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-    )
-    train, val = loaders()
-    # Rank 1's values are higher but move alike: the policy judges rank 0 (reduce "rank0").
-    trainer.fit(Scripted(SCRIPT, rank_offsets=[0.0, 0.5]), train, val)
+    # Rank 1's values are higher but move alike: the policy judges rank 0 (reduce "rank0"); both ranks
+    # must leave at the same epoch and both take part in each checkpoint save.
+    command = [sys.executable, "-m", "tests._lightning_module", tracker.url, f"ddp-{tmp_path.name}"]
+    command += [str(tmp_path), json.dumps(SCRIPT), json.dumps(RULES)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": "ddp"}).json()["data"]
     assert len(runs) == 1
     run = runs[0]

@@ -18,6 +18,7 @@ import pytest
 from tests._server import TrackerProcess, free_port
 from tests.conftest import create_run
 from tracker.cli import main
+from tracker.tb import import_logdir
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing import event_accumulator
@@ -64,6 +65,11 @@ def stored(client: httpx.Client, run_id: int) -> dict[tuple[str, int], list[tupl
     return series
 
 
+def plateau(*args: str) -> None:
+    """Run a ``plateau`` command in this process; it must succeed."""
+    assert main(list(args)) == 0
+
+
 def same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
@@ -101,20 +107,8 @@ def exported(tracker: TrackerProcess, tmp_path_factory: pytest.TempPathFactory) 
         )
         client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"})
         logdir = tmp_path_factory.mktemp("tb") / "logs"
-        assert (
-            main(
-                [
-                    "export",
-                    "tensorboard",
-                    "--run",
-                    str(run["id"]),
-                    "--logdir",
-                    str(logdir),
-                    "--url",
-                    tracker.url,
-                ]
-            )
-            == 0
+        plateau(
+            "export", "tensorboard", "--run", str(run["id"]), "--logdir", str(logdir), "--url", tracker.url
         )
         (directory,) = logdir.iterdir()
         assert directory.name == f"resnet_lr=0.1-{run['id']}"
@@ -160,20 +154,8 @@ def test_reexport_replaces_the_file_and_duplicates_nothing(
     exported: dict[str, Any], tracker: TrackerProcess
 ) -> None:
     run_id = str(exported["run"]["id"])
-    assert (
-        main(
-            [
-                "export",
-                "tensorboard",
-                "--run",
-                run_id,
-                "--logdir",
-                str(exported["logdir"]),
-                "--url",
-                tracker.url,
-            ]
-        )
-        == 0
+    plateau(
+        "export", "tensorboard", "--run", run_id, "--logdir", str(exported["logdir"]), "--url", tracker.url
     )
     assert len(list(exported["dir"].glob("*tfevents*"))) == 1
     acc = accumulator(exported["dir"])
@@ -182,35 +164,9 @@ def test_reexport_replaces_the_file_and_duplicates_nothing(
 
 
 def test_export_import_round_trips_the_run_exactly(exported: dict[str, Any], tracker: TrackerProcess) -> None:
-    assert (
-        main(
-            [
-                "import",
-                "tensorboard",
-                str(exported["logdir"]),
-                "--experiment",
-                "tb-back",
-                "--url",
-                tracker.url,
-            ]
-        )
-        == 0
-    )
-    # Importing again adds nothing.
-    assert (
-        main(
-            [
-                "import",
-                "tensorboard",
-                str(exported["logdir"]),
-                "--experiment",
-                "tb-back",
-                "--url",
-                tracker.url,
-            ]
-        )
-        == 0
-    )
+    plateau("import", "tensorboard", str(exported["logdir"]), "--experiment", "tb-back", "--url", tracker.url)
+    again_report = import_logdir(exported["logdir"], tracker.url, experiment="tb-back", project="default")
+    assert [run.accepted for run in again_report.runs] == [0]  # importing again adds nothing
     with httpx.Client(base_url=tracker.url, timeout=60) as client:
         runs = client.get("/api/v1/runs", params={"experiment": "tb-back"}).json()["data"]
         assert len(runs) == 1
@@ -267,9 +223,7 @@ def test_import_reads_legacy_simple_values_and_tensor_summaries(
         )
     legacy.close()
     modern.close()
-    assert (
-        main(["import", "tensorboard", str(logdir), "--experiment", "tb-foreign", "--url", tracker.url]) == 0
-    )
+    plateau("import", "tensorboard", str(logdir), "--experiment", "tb-foreign", "--url", tracker.url)
     with httpx.Client(base_url=tracker.url, timeout=60) as client:
         runs = {
             r["name"]: r

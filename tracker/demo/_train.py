@@ -123,6 +123,8 @@ def train_one(
         url=url,
         planned_steps=budget - 1,  # epochs are steps 0 .. budget - 1
     )
+    # Its complexity (parameters, FLOPs, latency, memory), for the dashboard's complexity page.
+    run.profile_model(model, split.x_val[:64], batch_size=64, repeats=10)
     checkpoint_path = checkpoint_dir / f"run-{run.id}.pt"
     saved_epoch: int | None = None
     saved_scores: tuple[float, float] | None = None
@@ -135,10 +137,11 @@ def train_one(
         total = 0.0
         for start in range(0, len(order), trial.batch_size):
             batch = order[start : start + trial.batch_size]
-            optimizer.zero_grad()
-            loss = nn.functional.cross_entropy(model(split.x_train[batch]), split.y_train[batch])
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
+            with run.step_timer():
+                optimizer.zero_grad()
+                loss = nn.functional.cross_entropy(model(split.x_train[batch]), split.y_train[batch])
+                loss.backward()  # type: ignore[no-untyped-call]
+                optimizer.step()
             total += loss.item() * len(batch)
         val_loss, val_acc = evaluate(model, split.x_val, split.y_val)
         epochs_run = epoch + 1
