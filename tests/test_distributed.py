@@ -67,7 +67,9 @@ def test_straggler_is_named_and_sync_wait_falls_on_the_others(tracker: TrackerPr
     assert waits[2] < 5.0, waits  # the straggler waits for nobody
     for rank in (0, 1):
         assert abs(waits[rank] - delay) < 8.0, waits  # the others wait about the injected delay
-    assert max(figures["comm_ms"]) < 10.0, figures
+    # Transfer is what remains once the wait is taken out: well under the injected delay on every rank
+    # (a wait counted as transfer would put it near 30 ms). Its own size depends on the host's load.
+    assert max(figures["comm_ms"]) < delay / 2, figures
     assert figures["rel_perf"][2] < 0.75
     health = httpx.get(f"{tracker.url}/api/v1/runs/{figures['run_id']}/health").json()
     assert health["straggler"]["rank"] == 2
