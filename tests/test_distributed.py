@@ -67,9 +67,11 @@ def test_straggler_is_named_and_sync_wait_falls_on_the_others(tracker: TrackerPr
     assert waits[2] < 5.0, waits  # the straggler waits for nobody
     for rank in (0, 1):
         assert abs(waits[rank] - delay) < 8.0, waits  # the others wait about the injected delay
-    # Transfer is what remains once the wait is taken out: well under the injected delay on every rank
-    # (a wait counted as transfer would put it near 30 ms). Its own size depends on the host's load.
-    assert max(figures["comm_ms"]) < delay / 2, figures
+    # Transfer is what remains once the wait is taken out: the waiting ranks' transfer is about the
+    # straggler's (a wait counted as transfer would add ~30 ms to it). Its own size depends on the host
+    # (5.7 ms to 17 ms seen here with 3 ranks on 2 cores), so it is compared, not bounded.
+    comm = figures["comm_ms"]
+    assert max(comm[0], comm[1]) < comm[2] + delay / 3, figures
     assert figures["rel_perf"][2] < 0.75
     health = httpx.get(f"{tracker.url}/api/v1/runs/{figures['run_id']}/health").json()
     assert health["straggler"]["rank"] == 2
