@@ -3,6 +3,7 @@ at is known in advance; the weights really train (SGD on a linear regression).""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -47,6 +48,21 @@ def loaders() -> tuple[torch.utils.data.DataLoader[Any], torch.utils.data.DataLo
     )
 
 
+def cpu_trainer(callback: pl.Callback, root: str | Path, epochs: int, **options: Any) -> pl.Trainer:
+    """A quiet CPU Trainer with an epoch budget and no checkpointing but the callback's."""
+    return pl.Trainer(
+        max_epochs=epochs,
+        accelerator="cpu",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=root,
+        **options,
+    )
+
+
 def fit_ddp(url: str, run_key: str, root: str, script: list[float], rules: list[dict[str, Any]]) -> None:
     """Two CPU ranks (ddp_spawn) under the Plateau callback; rank 1's metric sits 0.5 above rank 0's."""
     from sdk.integrations.lightning import PlateauCallback
@@ -60,18 +76,7 @@ def fit_ddp(url: str, run_key: str, root: str, script: list[float], rules: list[
         url=url,
         run_key=run_key,
     )
-    trainer = pl.Trainer(
-        max_epochs=len(script),
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp_spawn",
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=root,
-    )
+    trainer = cpu_trainer(callback, root, len(script), devices=2, strategy="ddp_spawn")
     train, val = loaders()
     trainer.fit(Scripted(script, rank_offsets=[0.0, 0.5]), train, val)
 

@@ -14,11 +14,10 @@ import pytest
 from tests._server import TrackerProcess
 
 pytest.importorskip("lightning")
-import lightning.pytorch as pl
 import torch
 
 from sdk.integrations.lightning import PlateauCallback
-from tests._lightning_module import Scripted, loaders
+from tests._lightning_module import Scripted, cpu_trainer, loaders
 
 # Best at epoch 2; epochs 3, 4, 5 do not improve on it: patience 3 stops at epoch 5 (of a 30-epoch budget).
 SCRIPT = [1.0, 0.8, 0.6, 0.65, 0.6, 0.7, *[0.1] * 24]
@@ -32,21 +31,6 @@ pytestmark = [
     # Lightning 2.6 calls torch pytree APIs that torch 2.13 deprecates: theirs to update, not ours.
     pytest.mark.filterwarnings("ignore::FutureWarning"),
 ]
-
-
-def cpu_trainer(callback: PlateauCallback, root: Path, **options: object) -> pl.Trainer:
-    """A quiet CPU Trainer with the script's epoch budget and no checkpointing but Plateau's."""
-    return pl.Trainer(
-        max_epochs=len(SCRIPT),
-        accelerator="cpu",
-        callbacks=[callback],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=root,
-        **options,  # type: ignore[arg-type]
-    )
 
 
 def history(url: str, run_id: int, key: str, rank: int = 0) -> list[tuple[int, float]]:
@@ -66,7 +50,7 @@ def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
         url=tracker.url,
         profile=True,
     )
-    trainer = cpu_trainer(callback, tmp_path, devices=1)
+    trainer = cpu_trainer(callback, tmp_path, len(SCRIPT), devices=1)
     train, val = loaders()
     trainer.fit(Scripted(SCRIPT), train, val)
 

@@ -117,8 +117,9 @@ def convergence(session: Session, run: models.Run) -> Convergence:
         result["time_to_stop_s"] = at_stop - start if at_stop is not None else None
     if run.ended_at is not None:
         result["duration_s"] = as_utc(run.ended_at).timestamp() - start
-    last_steps = _last_steps(session, run.id)
+    last_steps: dict[int, int] | None = None  # looked up only when a figure below needs it
     if run.ended_at is None:
+        last_steps = _last_steps(session, run.id)
         ends = [_wall_time_at(session, run.id, key_id, step) for key_id, step in last_steps.items()]
         latest = max((end for end in ends if end is not None), default=None)
         result["duration_s"] = latest - start if latest is not None else None
@@ -127,6 +128,8 @@ def convergence(session: Session, run: models.Run) -> Convergence:
         result["time_per_step_s"] = float(measured)
         result["time_per_step_source"] = "step_timer"
     else:
+        if last_steps is None:
+            last_steps = _last_steps(session, run.id)
         inferred = _inferred_step_time(session, run.id, last_steps)
         if inferred is not None:
             result["time_per_step_s"], result["time_per_step_source"] = inferred

@@ -16,6 +16,7 @@ Export again and the run's previous Plateau event file is replaced, never added 
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 from collections.abc import Iterator
@@ -23,6 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from tensorboard.plugins.text import metadata as text_metadata
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
+from tensorboard.util import tensor_util
 
 from tracker.tb import _tags
 from tracker.tb._api import TrackerApi
@@ -52,7 +59,6 @@ class ExportReport:
 
 
 def _scalar_value(tag: str, value: float) -> Any:
-    from tensorboard.compat.proto import summary_pb2
 
     proto = summary_pb2.Summary.Value(tag=tag, simple_value=value)
     if math.isfinite(value) and struct.unpack("<f", struct.pack("<f", value))[0] != value:
@@ -62,15 +68,11 @@ def _scalar_value(tag: str, value: float) -> Any:
 
 
 def _event(step: int, wall_time: float, value: Any) -> Any:
-    from tensorboard.compat.proto import event_pb2, summary_pb2
 
     return event_pb2.Event(step=step, wall_time=wall_time, summary=summary_pb2.Summary(value=[value]))
 
 
 def _text_value(tag: str, text: str) -> Any:
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.plugins.text import metadata as text_metadata
-    from tensorboard.util import tensor_util
 
     return summary_pb2.Summary.Value(
         tag=tag,
@@ -90,10 +92,6 @@ def _flatten(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, An
 
 def _hparams_values(run: dict[str, Any]) -> list[Any]:
     """The HParams plugin's session start and end summaries for ``run``."""
-    import json
-
-    from tensorboard.compat.proto import summary_pb2
-    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
     start = plugin_data_pb2.SessionStartInfo(
         start_time_secs=datetime.fromisoformat(run["started_at"]).timestamp()
@@ -144,7 +142,6 @@ def _decision_text(decisions: list[dict[str, Any]]) -> str:
 
 
 def _write_run(api: TrackerApi, run: dict[str, Any], directory: Path) -> RunExport:
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
     directory.mkdir(parents=True, exist_ok=True)
     previous = sorted(directory.glob(f"*tfevents*{FILE_SUFFIX}"))

@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+from tensorboard.plugins.hparams import metadata as hparams_metadata
+from tensorboard.util import tensor_util
+
 from tracker.tb import _tags
 from tracker.tb._api import TrackerApi
 
@@ -62,8 +66,6 @@ def event_dirs(logdir: Path) -> list[Path]:
 
 def _scalar(value: Any, plugin: str | None) -> float | None:
     """The scalar a summary value holds, or None if it holds something else."""
-    from tensorboard.util import tensor_util
-
     kind = value.WhichOneof("value")
     exact = value.metadata.plugin_data if value.HasField("metadata") else None
     if kind == "simple_value":
@@ -79,9 +81,7 @@ def _scalar(value: Any, plugin: str | None) -> float | None:
 
 
 def _hparams(value: Any, data: _RunData) -> None:
-    from tensorboard.plugins.hparams import metadata
-
-    start = metadata.parse_session_start_info_plugin_data(value.metadata.plugin_data.content)
+    start = hparams_metadata.parse_session_start_info_plugin_data(value.metadata.plugin_data.content)
     for name, hparam in start.hparams.items():
         kind = hparam.WhichOneof("kind")
         setting = getattr(hparam, kind) if kind else None
@@ -95,9 +95,6 @@ def _hparams(value: Any, data: _RunData) -> None:
 
 def read_run(directory: Path) -> _RunData:
     """Every scalar of the event files directly in ``directory``."""
-    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
-    from tensorboard.plugins.hparams import metadata as hparams_metadata
-
     data = _RunData()
     plugins: dict[str, str] = {}  # a tag's plugin, from the first value that carried metadata
     for path in sorted(p for p in directory.glob("*tfevents*") if p.is_file()):
