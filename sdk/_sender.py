@@ -44,7 +44,8 @@ class _Marker:
 @dataclass
 class _Batch:
     batch_id: str
-    points: list[dict[str, Any]]
+    series: list[dict[str, Any]]  # per (key, rank): {"key", "rank", "steps", "values", "wall_times"}
+    points: int
     markers: list[_Marker]
 
 
@@ -218,7 +219,7 @@ class Sender:
 
     def unsent_points(self) -> int:
         left = sum(len(r[2]) for r in list(self._pending) if not isinstance(r, _Marker))
-        return left + (len(self._inflight.points) if self._inflight else 0)
+        return left + (self._inflight.points if self._inflight else 0)
 
     # --- the thread ---------------------------------------------------------------------------------
 
@@ -279,14 +280,14 @@ class Sender:
             self._inflight = batch
             if batch.points:
                 try:
-                    decision = self._transport.send_points(self.run_id, batch.batch_id, batch.points)
+                    decision = self._transport.send_series(self.run_id, batch.batch_id, batch.series)
                 except RetryableError as exc:
                     self._go_offline(exc)
                     if self.spool is None:
                         return  # keep it in hand; try again after the backoff
                     self._stash(batch)
                 except RejectedError as exc:
-                    self.rejected_points += len(batch.points)
+                    self.rejected_points += batch.points
                     self._warn_once(
                         f"rejected:{str(exc)[:12]}", f"plateau: the tracker rejected points: {exc}"
                     )
@@ -318,27 +319,29 @@ class Sender:
             marker.done.set()
 
     def _stash(self, batch: _Batch) -> None:
-        if self.spool is not None and self.spool.write(batch.batch_id, batch.points):
-            self.spooled_points += len(batch.points)
+        if self.spool is not None and self.spool.write(batch.batch_id, batch.series):
+            self.spooled_points += batch.points
             return
-        self.dropped_points += len(batch.points)
+        self.dropped_points += batch.points
         self._warn_once("spool-full", "plateau: the spool is full or disabled; dropping points")
 
     def _take_batch(self) -> _Batch | None:
-        points: list[dict[str, Any]] = []
+        series: dict[tuple[str, int], dict[str, Any]] = {}
         markers: list[_Marker] = []
         pending = self._pending
-        while pending and len(points) < self._batch_points:
+        points = 0
+        while pending and points < self._batch_points:
             item = pending.popleft()
             if isinstance(item, _Marker):
                 markers.append(item)
                 break
-            self._append_points(points, item)
+            points += self._append_points(series, item)
         if not points and not markers:
             return None
-        return _Batch(uuid.uuid4().hex, points, markers)
+        return _Batch(uuid.uuid4().hex, list(series.values()), points, markers)
 
-    def _append_points(self, points: list[dict[str, Any]], record: Record) -> None:
+    def _append_points(self, series: dict[tuple[str, int], dict[str, Any]], record: Record) -> int:
+        """Add a record's values to their (key, rank) columns; returns how many were added."""
         step, wall_time, metrics, rank = record
         rank = self._rank if rank is None else rank
         try:
@@ -347,7 +350,8 @@ class Sender:
                 raise ValueError
         except (TypeError, ValueError):
             self._warn_once("step", f"plateau: step must be a whole number >= 0, got {step!r}; dropped")
-            return
+            return 0
+        added = 0
         for key, value in metrics.items():
             try:
                 number = float(value)  # int, float, bool, numpy scalars, one-element torch tensors
@@ -356,10 +360,23 @@ class Sender:
                     f"value:{key}", f"plateau: {key!r} = {value!r} is not a number; its points are dropped"
                 )
                 continue
-            if not isinstance(key, str) or not key:
-                self._warn_once("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
-                continue
-            points.append({"key": key, "step": step, "value": number, "rank": rank, "wall_time": wall_time})
+            column = series.get((key, rank))
+            if column is None:
+                if not isinstance(key, str) or not key:
+                    self._warn_once("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
+                    continue
+                column = series[(key, rank)] = {
+                    "key": key,
+                    "rank": rank,
+                    "steps": [],
+                    "values": [],
+                    "wall_times": [],
+                }
+            column["steps"].append(step)
+            column["values"].append(number)
+            column["wall_times"].append(wall_time)
+            added += 1
+        return added
 
     def _discard_pending(self) -> None:
         while self._pending:

@@ -63,9 +63,10 @@ class Spool:
             )
         return self._bytes
 
-    def write(self, batch_id: str, points: list[dict[str, Any]]) -> bool:
-        """Store a batch; False when the spool is full (the batch is then lost, and counted by the caller)."""
-        content = json.dumps({"batch_id": batch_id, "points": points}, separators=(",", ":"))
+    def write(self, batch_id: str, series: list[dict[str, Any]]) -> bool:
+        """Store a batch (in the series form the sender builds); False when the spool is full (the batch
+        is then lost, and counted by the caller)."""
+        content = json.dumps({"batch_id": batch_id, "series": series}, separators=(",", ":"))
         if self._used() + len(content) > self.max_bytes:
             return False
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +110,11 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
 
 
+def batch_size(batch: dict[str, Any]) -> int:
+    """Points in a spooled batch, in either form."""
+    return len(batch.get("points", ())) + sum(len(s["steps"]) for s in batch.get("series", ()))
+
+
 def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = None) -> ReplayResult:
     """Send spooled batch ``files`` in order; stop at the first retryable failure (they stay for later)."""
     result = ReplayResult()
@@ -119,19 +125,23 @@ def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = 
             result.errors.append(f"{path.name}: {exc}")
             path.rename(path.with_suffix(".bad"))
             continue
+        points = batch_size(batch)
         try:
-            decision = transport.send_points(run_id, batch["batch_id"], batch["points"])
+            if "series" in batch:
+                decision = transport.send_series(run_id, batch["batch_id"], batch["series"])
+            else:  # written by an SDK before the series form
+                decision = transport.send_points(run_id, batch["batch_id"], batch["points"])
         except RetryableError as exc:
             result.complete = False
             result.errors.append(str(exc))
             return result
         except RejectedError as exc:
-            result.rejected += len(batch["points"])
+            result.rejected += points
             result.errors.append(str(exc))
             logger.error("plateau: the tracker rejected spooled batch %s: %s", path.name, exc)
         else:
             result.batches += 1
-            result.points += len(batch["points"])
+            result.points += points
             if on_sent is not None:
                 on_sent(decision)
         path.unlink(missing_ok=True)

@@ -91,8 +91,17 @@ class Transport:
         return result
 
     def send_points(self, run_id: int, batch_id: str, points: list[dict[str, Any]]) -> Decision:
+        """Post a batch of points, one object per point."""
+        return self._send_batch(run_id, {"batch_id": batch_id, "points": points})
+
+    def send_series(self, run_id: int, batch_id: str, series: list[dict[str, Any]]) -> Decision:
+        """Post a batch as series: per key and rank, ``steps``, ``values`` and ``wall_times`` columns (the
+        compact form: about half the bytes, and far less work for both ends)."""
+        return self._send_batch(run_id, {"batch_id": batch_id, "series": series})
+
+    def _send_batch(self, run_id: int, body: dict[str, Any]) -> Decision:
         # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully.
-        content = json.dumps({"batch_id": batch_id, "points": points}, separators=(",", ":"))
+        content = json.dumps(body, separators=(",", ":"))
         result = self._request(
             "POST",
             f"/api/v1/runs/{run_id}/metrics",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import httpx
 import pytest
 
@@ -90,22 +93,107 @@ def test_unknown_run_is_404_and_names_it(client: httpx.Client) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "loc"),
+    ("body", "loc", "kind"),
     [
-        ("{not json", ["body", 1]),
-        ("[]", ["body"]),
-        ('{"points": []}', ["body", "batch_id"]),
-        ('{"batch_id": "x"}', ["body", "points"]),
-        ('{"batch_id": "x", "points": {"key": "loss"}}', ["body", "points"]),
+        ("{not json", ["body"], "json_invalid"),
+        ("[]", ["body"], "model_type"),
+        ('{"points": []}', ["body", "batch_id"], "missing"),
+        ('{"batch_id": "x"}', ["body"], "value_error"),
+        ('{"batch_id": "x", "points": {"key": "loss"}}', ["body", "points"], "list_type"),
+        (
+            '{"batch_id": "x", "series": [{"key": "loss", "steps": [0]}]}',
+            ["body", "series", 0, "values"],
+            "missing",
+        ),
     ],
 )
-def test_malformed_bodies_are_refused(client: httpx.Client, body: str, loc: list) -> None:
+def test_malformed_bodies_are_refused(client: httpx.Client, body: str, loc: list, kind: str) -> None:
     run = create_run(client)
     response = client.post(
         f"/api/v1/runs/{run['id']}/metrics", content=body, headers={"content-type": "application/json"}
     )
     assert response.status_code == 422
-    assert response.json()["detail"][0]["loc"] == loc
+    assert (response.json()["detail"][0]["loc"], response.json()["detail"][0]["type"]) == (loc, kind)
+
+
+def ingest_series(client: httpx.Client, run_id: int, batch_id: str, series: list[dict]) -> httpx.Response:
+    # json.dumps, not httpx's json=: the columns carry NaN and infinities as JSON literals, as the SDK sends.
+    return client.post(
+        f"/api/v1/runs/{run_id}/metrics",
+        content=json.dumps({"batch_id": batch_id, "series": series}),
+        headers={"content-type": "application/json"},
+    )
+
+
+def test_series_form_stores_columns_with_non_finite_values_and_judges_them(client: httpx.Client) -> None:
+    run = create_run(client, POLICY)
+    answer = ingest_series(
+        client,
+        run["id"],
+        "s1",
+        [
+            {
+                "key": "loss",
+                "steps": [0, 1, 2],
+                "values": [1.0, 2, "Infinity"],
+                "wall_times": [10.0, 11.0, 12.5],
+            },
+            {"key": "grad", "rank": 3, "steps": [0, 1, 1], "values": [math.nan, -math.inf, 7.0]},
+        ],
+    ).json()
+    # grad's step 1 comes twice in the batch: the first value is kept, the second counted as a duplicate.
+    assert (answer["accepted"], answer["duplicates"]) == (5, 1)
+    assert answer["decision"]["action"] == "stop"  # patience 2 after the best at step 0
+    loss = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()["points"]
+    assert [(p["step"], p["value"], p["wall_time"]) for p in loss] == [
+        (0, 1.0, 10.0),
+        (1, 2.0, 11.0),
+        (2, "Infinity", 12.5),
+    ]
+    grad = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "grad", "rank": 3}).json()["points"]
+    assert [(p["step"], p["value"]) for p in grad] == [(0, "NaN"), (1, "-Infinity")]
+
+
+def test_series_and_points_in_one_batch_share_duplicate_rules(client: httpx.Client) -> None:
+    run = create_run(client)
+    ingest(client, run["id"], "a", [{"key": "loss", "step": 0, "value": 1.0}])
+    body = {
+        "batch_id": "b",
+        "points": [{"key": "loss", "step": 1, "value": 2.0}],
+        "series": [{"key": "loss", "steps": [0, 1, 2], "values": [9.0, 9.0, 3.0]}],
+    }
+    answer = client.post(f"/api/v1/runs/{run['id']}/metrics", json=body).json()
+    assert (answer["accepted"], answer["duplicates"]) == (2, 2)
+    page = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()
+    assert [p["value"] for p in page["points"]] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("series", "loc"),
+    [
+        ({"key": "loss", "steps": [0, 1], "values": [1.0]}, ["body", "series", 1]),
+        ({"key": "loss", "steps": [0], "values": [1.0], "wall_times": [1.0, 2.0]}, ["body", "series", 1]),
+        ({"key": "loss", "steps": [0, -1], "values": [1.0, 2.0]}, ["body", "series", 1, "steps", 1]),
+        ({"key": "loss", "steps": [0, 1.5], "values": [1.0, 2.0]}, ["body", "series", 1, "steps", 1]),
+        ({"key": "loss", "steps": [0, 1], "values": [1.0, "1.5"]}, ["body", "series", 1, "values"]),
+        ({"key": "loss", "steps": [0, 1], "values": [1.0, True]}, ["body", "series", 1, "values"]),
+        ({"key": "", "steps": [0], "values": [1.0]}, ["body", "series", 1, "key"]),
+        ({"key": "loss", "rank": -2, "steps": [0], "values": [1.0]}, ["body", "series", 1, "rank"]),
+        ({"key": "loss", "steps": [0], "values": [1.0], "wall_times": ["NaN"]}, ["body", "series", 1]),
+        ({"key": "loss", "steps": [0], "values": [1.0], "wall_times": ["12.5"]}, ["body", "series", 1]),
+    ],
+)
+def test_bad_series_are_refused_with_the_field_named_and_nothing_written(
+    client: httpx.Client, series: dict, loc: list
+) -> None:
+    run = create_run(client, POLICY)
+    good = {"key": "loss", "steps": [5], "values": [1.0]}
+    response = ingest_series(client, run["id"], "bad", [good, series])
+    assert response.status_code == 422
+    detail = response.json()["detail"]
+    assert any(d["loc"][: len(loc)] == loc for d in detail), detail
+    assert stored_steps(client, run["id"]) == []
+    assert ingest_series(client, run["id"], "bad", [good]).json()["accepted"] == 1
 
 
 def test_non_integer_run_id_is_refused(client: httpx.Client) -> None:

@@ -13,6 +13,7 @@ from tracker.api.deps import (
     DatabaseDep,
     DelivererDep,
     KeysDep,
+    MetricBatchDep,
     NotifierDep,
     PrincipalDep,
     SettingsDep,
@@ -23,7 +24,7 @@ from tracker.api.deps import (
 )
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
-from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, MetricBatch, SeriesPublic
+from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, SeriesPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
@@ -100,10 +101,20 @@ def update_summary(run_id: int, request: SummaryUpdate, database: DatabaseDep) -
     return summary.update(database, run_id, request)
 
 
-@router.post("/runs/{run_id}/metrics", dependencies=[Depends(write_run)], tags=["metrics"])
+@router.post(
+    "/runs/{run_id}/metrics",
+    dependencies=[Depends(write_run)],
+    tags=["metrics"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/MetricBatch"}}},
+        }
+    },
+)
 def ingest_metrics(
     run_id: int,
-    batch: MetricBatch,
+    batch: MetricBatchDep,
     database: DatabaseDep,
     keys: KeysDep,
     notifier: NotifierDep,

@@ -19,7 +19,8 @@ _NON_FINITE = {
 }
 
 
-def _parse_metric_value(value: Any) -> float:
+def parse_metric_value(value: Any) -> float:
+    """A metric value from the wire as a float; ValueError for anything that is not a number."""
     # Numbers only, never booleans or numeric strings: a typo must not become data. NaN and +-inf come as
     # JSON's non-standard literals (Python's json writes them) or as the strings "NaN"/"Infinity"/"-Infinity".
     if isinstance(value, bool):
@@ -31,7 +32,7 @@ def _parse_metric_value(value: Any) -> float:
     raise ValueError("must be a number, or one of the strings 'NaN', 'Infinity', '-Infinity'")
 
 
-MetricValue = Annotated[float, BeforeValidator(_parse_metric_value)]
+MetricValue = Annotated[float, BeforeValidator(parse_metric_value)]
 """A float from the wire: a JSON number, or NaN/Infinity/-Infinity. Serialised with the same strings."""
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field, StrictInt
+from typing import Annotated, Any
 
-from tracker.schemas._common import MetricValue, Schema
+from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, model_validator
+
+from tracker.schemas._common import MetricValue, Schema, parse_metric_value
 from tracker.schemas.decisions import DecisionPublic
 
 MAX_POINTS_PER_BATCH = 100_000
+
+Step = Annotated[StrictInt, Field(ge=0, le=2**62)]
+Rank = Annotated[StrictInt, Field(ge=0, le=100_000)]
+WallTime = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 
 
 class PointIn(Schema):
@@ -15,17 +21,68 @@ class PointIn(Schema):
     clock when absent)."""
 
     key: str = Field(min_length=1, max_length=250)
-    step: StrictInt = Field(ge=0, le=2**62)
+    step: Step
     value: MetricValue
-    rank: StrictInt = Field(default=0, ge=0, le=100_000)
-    wall_time: float | None = Field(default=None, allow_inf_nan=False)
+    rank: Rank = 0
+    wall_time: WallTime | None = None
+
+
+def _metric_values(raw: Any) -> Any:
+    # The per-point rules of MetricValue over a whole column, with one Python call per column rather than
+    # per value: a column of plain floats (the common case) passes untouched.
+    if not isinstance(raw, list) or all(type(v) is float for v in raw):
+        return raw
+    parsed = []
+    for index, value in enumerate(raw):
+        try:
+            parsed.append(parse_metric_value(value))
+        except ValueError as exc:
+            raise ValueError(f"item {index}: {exc}") from None
+    return parsed
+
+
+class SeriesIn(Schema):
+    """Many points of one key on one rank, as columns: ``steps[i]``, ``values[i]`` and ``wall_times[i]``
+    (the server's clock when ``wall_times`` is absent) form point ``i``. The compact form the SDK sends."""
+
+    key: str = Field(min_length=1, max_length=250)
+    rank: Rank = 0
+    steps: list[Step]
+    values: Annotated[list[float], BeforeValidator(_metric_values)]
+    wall_times: list[WallTime] | None = None
+
+    @model_validator(mode="after")
+    def _columns_align(self) -> SeriesIn:
+        if len(self.values) != len(self.steps):
+            raise ValueError(
+                f"values has {len(self.values)} items and steps {len(self.steps)}; they must match"
+            )
+        if self.wall_times is not None and len(self.wall_times) != len(self.steps):
+            raise ValueError(
+                f"wall_times has {len(self.wall_times)} items and steps {len(self.steps)}; they must match"
+            )
+        return self
 
 
 class MetricBatch(Schema):
-    """A batch of points. A ``batch_id`` seen before for this run is acknowledged and not applied again."""
+    """A batch of points, as ``points`` (one object per point), ``series`` (columns per key and rank), or
+    both. A ``batch_id`` seen before for this run is acknowledged and not applied again."""
 
     batch_id: str = Field(min_length=1, max_length=64)
-    points: list[PointIn] = Field(max_length=MAX_POINTS_PER_BATCH)
+    points: list[PointIn] | None = Field(default=None, max_length=MAX_POINTS_PER_BATCH)
+    series: list[SeriesIn] | None = None
+
+    @model_validator(mode="after")
+    def _has_points(self) -> MetricBatch:
+        if self.points is None and self.series is None:
+            raise ValueError("a batch needs points or series (or both)")
+        if self.size() > MAX_POINTS_PER_BATCH:
+            raise ValueError(f"a batch holds at most {MAX_POINTS_PER_BATCH} points; got {self.size()}")
+        return self
+
+    def size(self) -> int:
+        """Points in the batch, in both forms."""
+        return len(self.points or ()) + sum(len(s.steps) for s in self.series or ())
 
 
 class IngestResult(Schema):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -23,12 +23,13 @@ from tracker.policy import (
     initial_states,
 )
 from tracker.schemas._common import json_safe
-from tracker.schemas.metrics import IngestResult, MetricBatch, PointIn
-from tracker.services import decisions, webhooks
+from tracker.schemas.metrics import IngestResult, MetricBatch
+from tracker.services import _point_store, decisions, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.keys import KeyCache
 
-PointKey = tuple[int, int, int]  # (key_id, rank, step)
+# The batch's points not stored before, per series: (key_id, rank) -> step -> (value, wall_time).
+Fresh = dict[tuple[int, int], dict[int, tuple[float, float]]]
 
 
 def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> IngestResult:
@@ -43,74 +44,78 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         if session.get(models.IngestBatch, (run_id, batch.batch_id)) is not None:
             return IngestResult(
                 accepted=0,
-                duplicates=len(batch.points),
+                duplicates=batch.size(),
                 replayed=True,
                 decision=decisions.latest(session, run),
             )
-        key_ids, created_keys = keys.resolve(session, {p.key for p in batch.points})
-        fresh = _new_points(session, run_id, key_ids, batch.points)
-        if fresh:
-            session.execute(
-                insert(models.MetricPoint),
-                [
-                    {
-                        "run_id": run_id,
-                        "key_id": key_id,
-                        "rank": rank,
-                        "step": step,
-                        "value": point.value,
-                        "wall_time": point.wall_time if point.wall_time is not None else now,
-                    }
-                    for (key_id, rank, step), point in fresh.items()
-                ],
-            )
+        gathered = _gather(batch, now)
+        key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
+        fresh = _new_points(session, run_id, key_ids, gathered)
+        accepted = sum(len(points) for points in fresh.values())
+        _point_store.insert_points(
+            session,
+            run_id,
+            [
+                (run_id, key_id, rank, step, value, wall_time)
+                for (key_id, rank), points in fresh.items()
+                for step, (value, wall_time) in points.items()
+            ],
+        )
         _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         run.last_heartbeat = moment
-        duplicates = len(batch.points) - len(fresh)
+        duplicates = batch.size() - accepted
         session.add(
             models.IngestBatch(
                 run_id=run_id,
                 batch_id=batch.batch_id,
-                accepted=len(fresh),
+                accepted=accepted,
                 duplicates=duplicates,
                 created_at=moment,
             )
         )
         session.flush()
         result = IngestResult(
-            accepted=len(fresh), duplicates=duplicates, decision=decisions.latest(session, run)
+            accepted=accepted, duplicates=duplicates, decision=decisions.latest(session, run)
         )
     keys.remember(created_keys)
     return result
 
 
+def _gather(batch: MetricBatch, now: float) -> dict[tuple[str, int], dict[int, tuple[float, float]]]:
+    """The batch's points per (key, rank) series, in both wire forms; within the batch the first value
+    of a step wins, and a point without a wall time takes the server's clock."""
+    series: dict[tuple[str, int], dict[int, tuple[float, float]]] = {}
+    for point in batch.points or ():
+        wall_time = now if point.wall_time is None else point.wall_time
+        series.setdefault((point.key, point.rank), {}).setdefault(point.step, (point.value, wall_time))
+    for column in batch.series or ():
+        points = series.setdefault((column.key, column.rank), {})
+        walls = column.wall_times if column.wall_times is not None else [now] * len(column.steps)
+        for step, value, wall_time in zip(column.steps, column.values, walls, strict=True):
+            if step not in points:
+                points[step] = (value, wall_time)
+    return series
+
+
 def _new_points(
-    session: Session, run_id: int, key_ids: dict[str, int], points: list[PointIn]
-) -> dict[PointKey, PointIn]:
-    """The batch's points not stored yet; within the batch and against the store the first value wins."""
-    unique: dict[PointKey, PointIn] = {}
-    for point in points:
-        unique.setdefault((key_ids[point.key], point.rank, point.step), point)
-    if not unique:
-        return unique
-    steps = [step for _, _, step in unique]
-    mp = models.MetricPoint
-    stored = session.execute(
-        select(mp.key_id, mp.rank, mp.step).where(
-            mp.run_id == run_id,
-            mp.key_id.in_({key_id for key_id, _, _ in unique}),
-            mp.step.between(min(steps), max(steps)),
-        )
-    ).tuples()
-    for existing in stored:
-        unique.pop(existing, None)
-    return unique
+    session: Session,
+    run_id: int,
+    key_ids: dict[str, int],
+    gathered: dict[tuple[str, int], dict[int, tuple[float, float]]],
+) -> Fresh:
+    """The gathered points not stored yet (against the store the first value wins), keyed by key id."""
+    fresh: Fresh = {}
+    for (key, rank), points in gathered.items():
+        key_id = key_ids[key]
+        for step in _point_store.stored_steps(session, run_id, key_id, rank, points):
+            del points[step]
+        if points:
+            fresh[(key_id, rank)] = points
+    return fresh
 
 
-def _judge(
-    session: Session, run: models.Run, key_ids: dict[str, int], fresh: dict[PointKey, PointIn], now: float
-) -> None:
+def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float) -> None:
     """Advance the policy over the new points and record its decisions.
 
     Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
@@ -118,7 +123,7 @@ def _judge(
     """
     if run.policy is None:
         if fresh:
-            run.judged_step = max(run.judged_step, max(step for _, _, step in fresh))
+            run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
         return
     policy = _policy_of(run)
     state_rows = list(
@@ -130,7 +135,7 @@ def _judge(
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
     verdicts: list[Verdict] = []
-    health = _health_observations(policy, key_ids, fresh, now)
+    health = _health_observations(policy, key_ids, fresh)
     if health:
         states, found = evaluate_health(policy, states, health)
         verdicts += found
@@ -191,14 +196,15 @@ def _policy_of(run: models.Run) -> PolicySpec:
 
 
 def _health_observations(
-    policy: PolicySpec, key_ids: dict[str, int], fresh: dict[PointKey, PointIn], now: float
+    policy: PolicySpec, key_ids: dict[str, int], fresh: Fresh
 ) -> dict[str, list[Observation]]:
     wanted = {key_ids[k]: k for k in policy.health_keys() if k in key_ids}
     found: dict[str, list[Observation]] = {}
-    for (key_id, rank, step), point in fresh.items():
+    for (key_id, rank), points in fresh.items():
         if key_id in wanted:
-            wall = point.wall_time if point.wall_time is not None else now
-            found.setdefault(wanted[key_id], []).append(Observation(step, point.value, wall, {}, rank))
+            found.setdefault(wanted[key_id], []).extend(
+                Observation(step, value, wall_time, {}, rank) for step, (value, wall_time) in points.items()
+            )
     return found
 
 
@@ -226,20 +232,20 @@ def _ready_steps(
     run: models.Run,
     policy: PolicySpec,
     monitor_id: int,
-    fresh: dict[PointKey, PointIn],
+    fresh: Fresh,
     now: float,
 ) -> list[_Ready]:
     """The monitored metric's steps after ``judged_step`` that can be judged now, in order."""
     if policy.reduce == "rank0":
         return sorted(
             (
-                _Ready(step, p.value, p.wall_time if p.wall_time is not None else now, 1, False)
-                for (key_id, rank, step), p in fresh.items()
-                if key_id == monitor_id and rank == 0 and step > run.judged_step
+                _Ready(step, value, wall_time, 1, False)
+                for step, (value, wall_time) in fresh.get((monitor_id, 0), {}).items()
+                if step > run.judged_step
             ),
             key=lambda r: r.step,
         )
-    if not any(key_id == monitor_id for key_id, _, _ in fresh):
+    if not any(key_id == monitor_id for key_id, _ in fresh):
         return []
     mp = models.MetricPoint
     rows = session.execute(
@@ -285,7 +291,7 @@ def _extras(
     session: Session,
     run_id: int,
     key_ids: dict[str, int],
-    fresh: dict[PointKey, PointIn],
+    fresh: Fresh,
     keys: set[str],
     steps: list[int],
 ) -> dict[int, dict[str, float]]:
@@ -295,9 +301,11 @@ def _extras(
     if not keys:
         return extras
     by_key = {key_ids[k]: k for k in keys if k in key_ids}
-    for (key_id, rank, step), point in fresh.items():
-        if rank == 0 and key_id in by_key and step in extras:
-            extras[step][by_key[key_id]] = point.value
+    for key_id, key in by_key.items():
+        points = fresh.get((key_id, 0), {})
+        for step in steps:
+            if step in points:
+                extras[step][key] = points[step][0]
     mp = models.MetricPoint
     for key in keys:
         missing = [step for step in steps if key not in extras[step]]
