@@ -153,18 +153,22 @@ def evaluate(
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
     current: list[dict[str, Any]] = [dict(s) for s in states]
+    judged = [(index, rule, rule.params.ema) for index, rule in enumerate(rules) if not rule.health]
     verdicts: list[Verdict] = []
     last_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
         stop = False
-        for index, rule in enumerate(rules):
-            if rule.health:
-                continue
+        for index, rule, alpha in judged:
+            # ``current`` holds this call's own copies of the wrappers: update them in place (the rules'
+            # inner states stay immutable values, replaced, never changed).
             wrapper = current[index]
-            seen, ema = _smoothed(rule.params.ema, wrapper["ema"], obs)
-            inner, verdict = rule.observe(wrapper["s"], seen, ctx)
-            current[index] = wrapper = {**wrapper, "s": inner, "ema": ema}
+            if alpha is None:
+                inner, verdict = rule.observe(wrapper["s"], obs, ctx)
+            else:
+                seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
+                inner, verdict = rule.observe(wrapper["s"], seen, ctx)
+            wrapper["s"] = inner
             if verdict is None:
                 continue
             if verdict.action != "stop" or policy.combine == "any" or rule.guard:

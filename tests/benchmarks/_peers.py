@@ -1,0 +1,74 @@
+"""The peers measured beside Plateau: an MLflow tracking server, and TensorBoard's SummaryWriter.
+
+Both are optional (the ``bench`` extra installs them); a missing one is reported and its figures skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests._server import free_port
+
+
+def missing(module: str) -> str | None:
+    """Why a peer cannot be measured, or None when its package is importable."""
+    if importlib.util.find_spec(module) is None:
+        return f"{module} is not installed (pip install -e '.[bench]')"
+    return None
+
+
+class MlflowServer:
+    """``mlflow server`` with a SQLite backend store on a free loopback port (its default workers: 1)."""
+
+    def __init__(self, home: Path, *, workers: int = 1) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.database = home / "mlflow.db"
+        command = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{self.database}",
+            "--default-artifact-root",
+            str(home / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(workers),
+        ]
+        self._log = (home / "mlflow.log").open("wb")
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {(home / 'mlflow.log').read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("mlflow server did not answer within 120 s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
