@@ -29,6 +29,7 @@ from tests.benchmarks import _client_side as client
 from tests.benchmarks import _tracker_side as tracker
 from tests.benchmarks._peers import MlflowServer, missing
 from tests.benchmarks._report import Figure, table
+from tracker.db.migrate import upgrade
 
 DEFAULT_CURVES = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves" / "opda_curves.jsonl"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -82,7 +83,9 @@ def _postgres_database(admin_url: str, skipped: list[str]) -> Iterator[str | Non
         yield None
         return
     try:
-        yield url.set(database=name).render_as_string(hide_password=False)
+        database_url = url.set(database=name).render_as_string(hide_password=False)
+        upgrade(database_url)  # `plateau db upgrade`: the tracker never migrates PostgreSQL by itself
+        yield database_url
     finally:
         with psycopg.connect(conninfo, autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -104,6 +104,12 @@ class Deliverer:
         process's claims come back on their own)."""
         now = datetime.now(timezone.utc)
         d, w = models.WebhookDelivery, models.Webhook
+        # Look before taking the write lock: every ingest pokes this loop, and on SQLite a needless
+        # BEGIN IMMEDIATE here would make the next ingest wait in SQLite's busy handler (milliseconds).
+        with self.db.session() as session:
+            due = select(d.id).where(d.status == "pending", d.next_attempt_at <= now).limit(1)
+            if session.execute(due).first() is None:
+                return []
         with self.db.session(write=True) as session:
             rows = session.execute(
                 select(d, w.url, w.secret)
