@@ -57,7 +57,7 @@ def tensorboard_add_scalar_ns(logdir: Path, keys: int, calls: int = 20_000, repe
     return median
 
 
-def mlflow_log_metric_ns(url: str, keys: int, calls: int = 2_000, repeats: int = 3) -> float:
+def mlflow_log_metric_ns(url: str, keys: int, calls: int = 1_000, repeats: int = 3) -> float:
     """Median ns per step of ``mlflow.log_metric(..., synchronous=False)`` (``log_metrics`` for many
     keys), against a real MLflow server; its queue is drained between repeats, outside the timing."""
     import mlflow
