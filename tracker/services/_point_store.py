@@ -8,11 +8,12 @@ single statement and round trip per batch however many points it holds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 
 from sqlalchemy.orm import Session
 
-Row = tuple[int, int, int, int, float, float]  # run_id, key_id, rank, step, value, wall_time
+# The points to store, per series: (key_id, rank) -> step -> (value, wall_time).
+SeriesPoints = Mapping[tuple[int, int], Mapping[int, tuple[float, float]]]
 
 _SQLITE_INSERT = (
     "INSERT INTO metric_point (run_id, key_id, rank, step, value, wall_time) VALUES (?, ?, ?, ?, ?, ?)"
@@ -42,13 +43,30 @@ def stored_steps(session: Session, run_id: int, key_id: int, rank: int, steps: I
     return {step for (step,) in rows if step in wanted}
 
 
-def insert_points(session: Session, run_id: int, rows: Sequence[Row]) -> None:
-    """Insert points known not to be stored yet (the caller holds the run's lock and checked)."""
-    if not rows:
+def insert_points(session: Session, run_id: int, points: SeriesPoints) -> None:
+    """Insert points known not to be stored yet (the caller holds the run's lock and checked), in the
+    shape each dialect takes fastest: rows for SQLite, one array per column for PostgreSQL."""
+    if not any(points.values()):
         return
     connection = session.connection()
     if connection.dialect.name == "postgresql":
-        _, key_ids, ranks, steps, values, walls = (list(column) for column in zip(*rows, strict=True))
+        key_ids: list[int] = []
+        ranks: list[int] = []
+        steps: list[int] = []
+        values: list[float] = []
+        walls: list[float] = []
+        for (key_id, rank), series in points.items():
+            key_ids += [key_id] * len(series)
+            ranks += [rank] * len(series)
+            steps += series.keys()
+            for value, wall_time in series.values():
+                values.append(value)
+                walls.append(wall_time)
         connection.exec_driver_sql(_POSTGRES_INSERT, (run_id, key_ids, ranks, steps, values, walls))
     else:
-        connection.exec_driver_sql(_SQLITE_INSERT, list(rows))
+        rows = [
+            (run_id, key_id, rank, step, value, wall_time)
+            for (key_id, rank), series in points.items()
+            for step, (value, wall_time) in series.items()
+        ]
+        connection.exec_driver_sql(_SQLITE_INSERT, rows)
