@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from tests.patience_cases import CASES, Case, founding_stop
 from tracker.policy import Observation, PolicySpec, evaluate, initial_states
+from tracker.policy.presets import preset
 
 
 def run_policy(case_mode: str, rules: list[dict], values: list[float]):
@@ -81,6 +83,22 @@ def test_state_is_small_and_serialisable_whatever_the_length() -> None:
     )
     for state in evaluation.states:
         assert len(repr(state)) < 200
+
+
+def test_evaluate_leaves_the_states_it_was_given_unchanged() -> None:
+    """Rules that work in place (forecast, degenerate) do so on evaluate's private copy: judging the same
+    states twice gives the same answer, and the caller's states (stored, or shared by a replay) stay put."""
+    policy = preset("default", monitor="m", mode="min")
+    curve = [Observation(s, 1.0 + 0.5 ** (s / 10), 0, {"lr": 0.1 * 0.97**s}) for s in range(300)]
+    before = evaluate(policy, initial_states(policy), curve[:150]).states
+    snapshot = copy.deepcopy(before)
+    first = evaluate(policy, before, curve[150:])
+    second = evaluate(policy, before, curve[150:])
+    assert before == snapshot
+    assert first == second
+    assert [s["s"]["ys"] for s in first.states if "ys" in s["s"]] != [
+        s["s"]["ys"] for s in snapshot if "ys" in s["s"]
+    ]
 
 
 def test_rules_are_silent_after_stop() -> None:

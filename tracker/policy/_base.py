@@ -41,6 +41,9 @@ class Rule(ABC, Generic[P]):
     stops: ClassVar[bool] = True
     # Health rules watch their own key on every rank (not the monitored metric) and only raise alerts.
     health: ClassVar[bool] = False
+    # ``in_place`` rules change the state they are given and return it: ``evaluate`` hands them a private
+    # copy (``own_copy``) once per call, instead of the rule copying its state on every observation.
+    in_place: ClassVar[bool] = False
 
     def watch_key(self) -> str:
         """The key whose points drive this rule: the monitored metric, or a health rule's own key."""
@@ -61,7 +64,12 @@ class Rule(ABC, Generic[P]):
 
     @abstractmethod
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        """Judge one observation. Must not mutate ``state``; returns the new state and a verdict or None."""
+        """Judge one observation; returns the new state and a verdict or None. Must not mutate ``state``,
+        unless the rule is ``in_place`` and ``state`` came from :meth:`own_copy`."""
+
+    def own_copy(self, state: State) -> State:
+        """A copy of ``state`` an ``in_place`` rule may change: the dict and its lists are new."""
+        return {key: value[:] if isinstance(value, list) else value for key, value in state.items()}
 
     def stop(
         self,

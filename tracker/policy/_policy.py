@@ -112,6 +112,8 @@ def evaluate_health(
     for index, rule in enumerate(rules):
         if not rule.health:
             continue
+        if rule.in_place:
+            current[index]["s"] = rule.own_copy(current[index]["s"])
         for obs in sorted(observations.get(rule.watch_key(), []), key=lambda o: (o.step, o.rank)):
             inner, verdict = rule.observe(current[index]["s"], obs, Context())
             current[index] = {**current[index], "s": inner}
@@ -153,25 +155,33 @@ def evaluate(
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
     current: list[dict[str, Any]] = [dict(s) for s in states]
-    judged = [(index, rule, rule.params.ema) for index, rule in enumerate(rules) if not rule.health]
+    for wrapper, rule in zip(current, rules, strict=True):
+        if rule.in_place:
+            wrapper["s"] = rule.own_copy(wrapper["s"])
+    # Bound methods and flags looked up once, not per observation (this loop is the engine's hot path).
+    judged = [
+        (index, rule.observe, rule.params.ema, rule.guard or policy.combine == "any")
+        for index, rule in enumerate(rules)
+        if not rule.health
+    ]
     verdicts: list[Verdict] = []
     last_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
         stop = False
-        for index, rule, alpha in judged:
+        for index, observe, alpha, stops_alone in judged:
             # ``current`` holds this call's own copies of the wrappers: update them in place (the rules'
             # inner states stay immutable values, replaced, never changed).
             wrapper = current[index]
             if alpha is None:
-                inner, verdict = rule.observe(wrapper["s"], obs, ctx)
+                inner, verdict = observe(wrapper["s"], obs, ctx)
             else:
                 seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
-                inner, verdict = rule.observe(wrapper["s"], seen, ctx)
+                inner, verdict = observe(wrapper["s"], seen, ctx)
             wrapper["s"] = inner
             if verdict is None:
                 continue
-            if verdict.action != "stop" or policy.combine == "any" or rule.guard:
+            if verdict.action != "stop" or stops_alone:
                 verdicts.append(verdict)
                 stop = stop or verdict.action == "stop"
             elif wrapper["vote"] is None:

@@ -47,7 +47,7 @@ class Context:
     cohort: Cohort | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Verdict:
     """What a rule decided at a step, with a sentence for people and evidence for machines."""
 
@@ -59,11 +59,35 @@ class Verdict:
     best_step: int | None = None
     best_value: float | None = None
 
+    def __init__(
+        self,
+        action: Action,
+        rule: str,
+        step: int,
+        reason: str,
+        evidence: dict[str, Any] | None = None,
+        best_step: int | None = None,
+        best_value: float | None = None,
+    ) -> None:
+        # Written straight into __dict__: a frozen dataclass's generated __init__ calls object.__setattr__
+        # per field, three times the cost, and checkpoint makes a verdict on every new best.
+        self.__dict__.update(
+            action=action,
+            rule=rule,
+            step=step,
+            reason=reason,
+            evidence={} if evidence is None else evidence,
+            best_step=best_step,
+            best_value=best_value,
+        )
+
 
 def fmt(value: float | None) -> str:
     """A metric value as people read it: 6 significant digits, NaN and inf spelled out."""
     if value is None:
         return "none"
+    if math.isfinite(value):  # the common case first: a checkpoint reason formats two per new best
+        return f"{value:.6g}"
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):

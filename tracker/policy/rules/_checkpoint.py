@@ -39,6 +39,8 @@ class Checkpoint(Rule[CheckpointParams]):
         if obs.step < p.warmup:
             return state, None
         previous, previous_step = state["best"], state["best_step"]
+        if previous is not None and (obs.value < previous if self.mode == "max" else obs.value > previous):
+            return state, None  # worse than the best: no margin or tie rule can make it a new best
         if not improves(
             obs.value, previous, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties
         ):

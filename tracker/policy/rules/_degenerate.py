@@ -38,6 +38,7 @@ class Degenerate(Rule[DegenerateParams]):
     """NaN/inf are left to ``non_finite`` and not counted. Silent after it stops."""
 
     name = "degenerate"
+    in_place = True
 
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.lr_key,) if self.params.lr_key else ()
@@ -53,11 +54,14 @@ class Degenerate(Rule[DegenerateParams]):
             state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
         )
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        ys = [*state["ys"], obs.value][-p.window :]
-        state = {**state, "ys": ys, "best": best, "best_step": best_step}
-        distinct = sorted(set(ys))
-        if not warm or len(ys) < p.window or len(distinct) > p.max_distinct:
+        state["best"], state["best_step"] = best, best_step  # in place: evaluate handed us our own copy
+        ys = state["ys"]
+        ys.append(obs.value)
+        if len(ys) > p.window:
+            del ys[: len(ys) - p.window]
+        if not warm or len(ys) < p.window or len(set(ys)) > p.max_distinct:
             return state, None
+        distinct = sorted(set(ys))
         shown = ", ".join(fmt(v) for v in distinct)
         verdict = self.stop(
             obs,
@@ -65,8 +69,9 @@ class Degenerate(Rule[DegenerateParams]):
                 f"{self.monitor} has taken only {len(distinct)} distinct value(s) ({shown}) over its last "
                 f"{p.window} evaluations: the model's output looks degenerate (e.g. a constant prediction)"
             ),
-            evidence={"values": ys, "distinct": distinct, "window": p.window},
+            evidence={"values": list(ys), "distinct": distinct, "window": p.window},
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        state["stopped"] = True
+        return state, verdict

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field
@@ -10,7 +11,7 @@ from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import lr_warmup_over, push
+from tracker.policy.rules._window import lr_warmup_over
 
 
 class ForecastParams(RuleParams):
@@ -38,6 +39,7 @@ class Forecast(Rule[ForecastParams]):
     """NaN/inf are left out of the window; silent after it stops."""
 
     name = "forecast"
+    in_place = True
 
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.lr_key,) if self.params.lr_key else ()
@@ -51,8 +53,16 @@ class Forecast(Rule[ForecastParams]):
             return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
         state, _ = lr_warmup_over(state, lr)
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = push({**state, "best": best, "best_step": best_step}, obs, p.window)
+        best, best_step = state["best"], state["best_step"]
+        if math.isfinite(obs.value):  # NaN/inf move neither the best nor the window
+            # In place: evaluate handed this rule its own copy of the state.
+            best, best_step = update_best(best, best_step, obs.value, obs.step, mode=self.mode)
+            state["best"], state["best_step"] = best, best_step
+            xs, ys = state["xs"], state["ys"]
+            xs.append(obs.step)
+            ys.append(obs.value)
+            if len(ys) > p.window:
+                del xs[: -p.window], ys[: -p.window]
         planned = p.planned_steps or ctx.planned_steps or 2 * obs.step
         if best is None or len(state["ys"]) < p.window:
             return state, None
@@ -92,4 +102,5 @@ class Forecast(Rule[ForecastParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        state["stopped"] = True
+        return state, verdict

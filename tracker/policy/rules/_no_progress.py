@@ -53,7 +53,7 @@ class NoProgress(Rule[NoProgressParams]):
         )
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
         first = state["first"] if state["first"] is not None else (best if best is not None else None)
-        state = push({**state, "best": best, "best_step": best_step, "first": first}, obs, 20)
+        state = push(state, obs, 20, best=best, best_step=best_step, first=first)
         if first is None or best is None:
             return state, None
         sigma = noise_sigma(state["ys"])

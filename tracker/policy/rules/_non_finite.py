@@ -6,7 +6,6 @@ import math
 from typing import Literal
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._improvement import improves
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
@@ -31,9 +30,11 @@ class NonFinite(Rule[NonFiniteParams]):
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
             return state, None
-        if math.isfinite(obs.value):
-            if improves(obs.value, state["best"], mode=self.mode, min_delta=0.0, relative=False, ties="wait"):
-                return {**state, "best": obs.value, "best_step": obs.step}, None
+        value = obs.value
+        if math.isfinite(value):
+            best = state["best"]
+            if best is None or (value > best if self.mode == "max" else value < best):  # strictly better
+                return {**state, "best": value, "best_step": obs.step}, None
             return state, None
         best, best_step = state["best"], state["best_step"]
         keep = f"; best {fmt(best)} at step {best_step}" if best is not None else ""

@@ -50,7 +50,7 @@ class Plateau(Rule[PlateauParams]):
         if state["stopped"] or obs.step < p.warmup:
             return state, None
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = push({**state, "best": best, "best_step": best_step}, obs, p.window)
+        state = push(state, obs, p.window, best=best, best_step=best_step)
         xs, ys = state["xs"], state["ys"]
         if len(ys) < p.window:
             return state, None
