@@ -123,7 +123,9 @@ class Sender:
             self._warn_once("full", "plateau: the send queue and the spool are full; dropping points")
             return
         pending.append((step, time.time(), dict(metrics), rank))
-        if self._monitor in metrics or len(pending) >= self._wake_records:
+        # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
+        # stays over the mark and every call would otherwise pay for it).
+        if (self._monitor in metrics or len(pending) >= self._wake_records) and not self._wake.is_set():
             self._wake.set()
 
     def _relieve(self) -> bool:
