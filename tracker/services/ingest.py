@@ -32,7 +32,16 @@ from tracker.services.keys import KeyCache
 Fresh = dict[tuple[int, int], dict[int, tuple[float, float]]]
 
 
-def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> IngestResult:
+@dataclass(frozen=True)
+class Ingested:
+    """What :func:`ingest` did: the trainer's answer, and how many webhook deliveries it queued (the
+    delivery loop is woken only when there are some)."""
+
+    result: IngestResult
+    deliveries: int
+
+
+def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ingested:
     """Store ``batch`` for the run and judge the monitored metric's new steps.
 
     Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
@@ -42,18 +51,19 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
     with db.session(write=True) as session:
         run = decisions.get_run_row(session, run_id, lock=True)
         if session.get(models.IngestBatch, (run_id, batch.batch_id)) is not None:
-            return IngestResult(
+            replayed = IngestResult(
                 accepted=0,
                 duplicates=batch.size(),
                 replayed=True,
                 decision=decisions.latest(session, run),
             )
+            return Ingested(replayed, 0)
         gathered = _gather(batch, now)
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
         _point_store.insert_points(session, run_id, fresh)
-        _judge(session, run, key_ids, fresh, now)
+        deliveries = _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         run.last_heartbeat = moment
         duplicates = batch.size() - accepted
@@ -71,7 +81,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
             accepted=accepted, duplicates=duplicates, decision=decisions.latest(session, run)
         )
     keys.remember(created_keys)
-    return result
+    return Ingested(result, deliveries)
 
 
 def _gather(batch: MetricBatch, now: float) -> dict[tuple[str, int], dict[int, tuple[float, float]]]:
@@ -108,8 +118,9 @@ def _new_points(
     return fresh
 
 
-def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float) -> None:
-    """Advance the policy over the new points and record its decisions.
+def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float) -> int:
+    """Advance the policy over the new points and record its decisions; returns the webhook deliveries
+    queued for them.
 
     Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
     0's value, or the reduction over ranks once the step is complete or timed out).
@@ -117,7 +128,7 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
     if run.policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
-        return
+        return 0
     policy = _policy_of(run)
     state_rows = list(
         session.execute(
@@ -156,6 +167,7 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
     if health or ready:
         _save_states(session, run.id, policy, state_rows, states, run.judged_step)
     created = datetime.fromtimestamp(now, timezone.utc)
+    deliveries = 0
     for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
         decision = models.Decision(
@@ -172,7 +184,8 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
         )
         session.add(decision)
         for event in webhooks.events_of(decision):
-            webhooks.enqueue(session, run, event, decision)
+            deliveries += webhooks.enqueue(session, run, event, decision)
+    return deliveries
 
 
 # A run's policy never changes after creation: parse it once per process, not once per batch.

@@ -25,6 +25,11 @@ class RunNotifier:
         return event
 
     def notify(self, run_id: int) -> None:
+        """Wake ``run_id``'s waiters. Call it after the change is committed: a waiter that takes its
+        event after this look finds the change in the database, so no waiter means nothing to do (and
+        no thread-safe call, which costs the loop a wake-up on every ingest)."""
+        if run_id not in self._events:
+            return
         loop = self._loop
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
