@@ -164,7 +164,9 @@ def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
     return history.keys(database, run_id)
 
 
-@router.get("/runs/{run_id}/history", dependencies=[Depends(read_run)], tags=["metrics"])
+@router.get(
+    "/runs/{run_id}/history", dependencies=[Depends(read_run)], response_model=HistoryPage, tags=["metrics"]
+)
 def get_history(
     run_id: int,
     database: DatabaseDep,
@@ -172,9 +174,10 @@ def get_history(
     rank: Annotated[int, Query(ge=0)] = 0,
     start_step: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
-) -> HistoryPage:
+) -> Response:
     """A page of one key's points in step order; follow ``next_step`` for the rest."""
-    return history.page(database, run_id, key, rank=rank, start_step=start_step, limit=limit)
+    body = history.page_json(database, run_id, key, rank=rank, start_step=start_step, limit=limit)
+    return Response(content=body, media_type="application/json")
 
 
 @router.get("/runs/{run_id}/health", dependencies=[Depends(read_run)], tags=["distributed"])

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+from pydantic_core import to_json
 from sqlalchemy import select
 
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.errors import NotFoundError
-from tracker.schemas.metrics import HistoryPage, KeysPublic, PointOut
+from tracker.schemas.metrics import KeysPublic
 from tracker.services.decisions import get_run_row
 
 
@@ -31,23 +32,36 @@ def keys(db: Database, run_id: int) -> KeysPublic:
     return KeysPublic(run_id=run_id, keys=ordered, ranks={name: sorted(ranks[name]) for name in ordered})
 
 
-def page(db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int) -> HistoryPage:
-    """Up to ``limit`` points of ``key`` on ``rank`` from ``start_step`` on, in step order."""
+def page_json(db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int) -> bytes:
+    """Up to ``limit`` points of ``key`` on ``rank`` from ``start_step`` on, in step order: a
+    :class:`HistoryPage` as JSON.
+
+    Pages hold up to 100,000 points, so the rows come as driver tuples and go to JSON in one pydantic-core
+    call (NaN and +-inf spelled as the schema spells them), not through a model per point: about 10x less
+    time.
+    """
     with db.session() as session:
         get_run_row(session, run_id)
         key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
         if key_id is None:
             raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
-        mp = models.MetricPoint
-        rows = session.execute(
-            select(mp.step, mp.value, mp.wall_time)
-            .where(mp.run_id == run_id, mp.key_id == key_id, mp.rank == rank, mp.step >= start_step)
-            .order_by(mp.step)
-            .limit(limit + 1)
-        ).tuples()
-        points = [
-            PointOut(step=step, value=math.nan if value is None else value, wall_time=wall_time)
-            for step, value, wall_time in rows
-        ]
-    next_step = points.pop().step if len(points) > limit else None
-    return HistoryPage(run_id=run_id, key=key, rank=rank, points=points, next_step=next_step)
+        sqlite = db.is_sqlite
+        where = (
+            "run_id = :run AND key_id = :key AND rank = :rank AND step >= :start ORDER BY step LIMIT :limit"
+            if sqlite
+            else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s AND step >= %(start)s "
+            "ORDER BY step LIMIT %(limit)s"
+        )
+        rows = list(
+            session.connection().exec_driver_sql(
+                f"SELECT step, value, wall_time FROM metric_point WHERE {where}",
+                {"run": run_id, "key": key_id, "rank": rank, "start": start_step, "limit": limit + 1},
+            )
+        )
+    next_step = rows.pop()[0] if len(rows) > limit else None
+    points = [
+        {"step": step, "value": math.nan if value is None else value, "wall_time": wall_time}
+        for step, value, wall_time in rows
+    ]
+    body = {"run_id": run_id, "key": key, "rank": rank, "points": points, "next_step": next_step}
+    return to_json(body, inf_nan_mode="strings")
