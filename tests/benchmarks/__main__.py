@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
 
 from tests._server import TrackerProcess
@@ -346,7 +346,8 @@ def main() -> None:
     figures: list[Figure] = []
     skipped: list[str] = []
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="plateau-bench-") as folder:
+    # The peers print as they go (MLflow's "View run ..." lines): keep stdout for the table or the JSON.
+    with redirect_stdout(sys.stderr), tempfile.TemporaryDirectory(prefix="plateau-bench-") as folder:
         home = Path(folder)
         server = TrackerProcess(home / "sqlite")
         try:
