@@ -93,7 +93,7 @@ def list_tokens(db: Database, project: str | None = None) -> list[dict[str, obje
                 "prefix": t.prefix,
                 "revoked": t.revoked_at is not None,
             }
-            for t, p in session.execute(query.order_by(models.ApiToken.id)).tuples()
+            for t, p in session.execute(query.order_by(models.ApiToken.id))
         ]
 
 

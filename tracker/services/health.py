@@ -29,7 +29,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
                 mk.name.like("dist/%"),
                 mk.id.in_(select(mp.key_id).where(mp.run_id == run_id).distinct()),
             )
-        ).tuples()
+        )
         keys = {key_id: name for key_id, name in rows_keys}
         per_rank: dict[int, dict[str, list[float]]] = {}
         histogram: dict[int, dict[str, float]] = {}
@@ -39,7 +39,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
                     select(mp.rank, func.sum(mp.value))
                     .where(mp.run_id == run_id, mp.key_id == key_id)
                     .group_by(mp.rank)
-                ).tuples()
+                )
                 for rank, total in rows:
                     histogram.setdefault(rank, {})[name[len(HIST_PREFIX) :]] = float(total or 0)
                 continue
@@ -53,7 +53,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
                 .where(mp.run_id == run_id, mp.key_id == key_id)
                 .subquery()
             )
-            rows = session.execute(select(newest.c.rank, newest.c.value).where(newest.c.age <= last)).tuples()
+            rows = session.execute(select(newest.c.rank, newest.c.value).where(newest.c.age <= last))
             for rank, value in rows:
                 per_rank.setdefault(rank, {}).setdefault(name, []).append(
                     math.nan if value is None else value

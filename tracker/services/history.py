@@ -24,7 +24,7 @@ def keys(db: Database, run_id: int) -> KeysPublic:
             .join(models.MetricKey, models.MetricKey.id == mp.key_id)
             .where(mp.run_id == run_id)
             .distinct()
-        ).tuples()
+        )
         ranks: dict[str, list[int]] = {}
         for name, rank in pairs:
             ranks.setdefault(name, []).append(rank)

@@ -258,7 +258,7 @@ def _ready_steps(
         select(mp.step, mp.rank, mp.value, mp.wall_time)
         .where(mp.run_id == run.id, mp.key_id == monitor_id, mp.step > run.judged_step)
         .order_by(mp.step)
-    ).tuples()
+    )
     by_step: dict[int, list[tuple[float, float]]] = {}
     for step, _rank, value, wall_time in rows:
         by_step.setdefault(step, []).append((math.nan if value is None else value, wall_time))
@@ -325,7 +325,7 @@ def _extras(
             .where(mp.run_id == run_id, mp.key_id == stored_id, mp.rank == 0, mp.step <= max(missing))
             .order_by(mp.step.desc())
             .limit(len(missing) + 1)
-        ).tuples()
+        )
         known = sorted((step, math.nan if value is None else value) for step, value in rows)
         for step in missing:
             earlier = [value for s, value in known if s <= step]

@@ -40,7 +40,7 @@ class KeyCache:
     @staticmethod
     def _lookup(session: Session, names: set[str]) -> dict[str, int]:
         rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
-        return {name: key_id for name, key_id in rows.tuples()}
+        return {name: key_id for name, key_id in rows}
 
     def remember(self, ids: dict[str, int]) -> None:
         if ids:
