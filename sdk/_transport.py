@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
+import ssl
 from typing import Any
 
 import httpx
@@ -41,6 +43,13 @@ def _detail(response: httpx.Response) -> str:
         return response.text[:500]
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every client in the process. httpx builds one per client by default, and each
+    loads the CA bundle: about 1 MB per run, most of the SDK's memory with many live runs."""
+    return httpx.create_ssl_context()
+
+
 class Transport:
     """The tracker's API v1 as the SDK uses it. Thread-safe (httpx clients are)."""
 
@@ -62,7 +71,9 @@ class Transport:
             limits=httpx.Limits(max_connections=4, max_keepalive_connections=4),
             headers=self._headers,
             # TCP_NODELAY: a small keep-alive request must not wait ~40 ms on Nagle + delayed ACK.
-            transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
+            transport=httpx.HTTPTransport(
+                verify=_tls_context(), socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+            ),
         )
 
     def reset_after_fork(self) -> None:
