@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
+from pathlib import Path
 
 import httpx
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
 from tests.conftest import create_run
+from tracker.db import migrate
+from tracker.db.engine import Database, make_engine
+from tracker.db.models import BLOCK_STEPS
+from tracker.schemas.metrics import MetricBatch
+from tracker.schemas.runs import RunCreate
+from tracker.services import ingest, runs
+from tracker.services._point_store import summarise
+from tracker.services.keys import KeyCache
 from tracker.services.series import select_indexes
 
 
@@ -63,3 +75,151 @@ def test_series_endpoint_downsamples_a_long_run(client: httpx.Client) -> None:
     assert (
         client.get(f"/api/v1/runs/{run['id']}/series", params={"key": "loss", "points": 3}).status_code == 422
     )
+
+
+def _stored(
+    url: str,
+) -> tuple[dict[tuple[int, int, int, int], tuple], dict[tuple[int, int, int, int], tuple]]:
+    """The ``series_block`` rows, and the summaries recomputed from the stored points, keyed alike."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            kept = {
+                tuple(row[:4]): tuple(row[4:])
+                for row in connection.execute(text("SELECT * FROM series_block"))
+            }
+            rows = connection.execute(
+                text(
+                    "SELECT run_id, key_id, rank, step, value, wall_time FROM metric_point "
+                    "ORDER BY run_id, key_id, rank, step"
+                )
+            )
+            expected = {}
+            for (run_id, key_id, rank), points in itertools.groupby(rows, key=lambda row: row[:3]):
+                for block, summary in summarise(row[3:] for row in points).items():
+                    expected[(run_id, key_id, rank, block)] = tuple(summary)
+    finally:
+        engine.dispose()
+    return kept, expected
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal, NaN-aware (PostgreSQL keeps NaN, SQLite NULL; summaries never hold either)."""
+    return a.keys() == b.keys() and all(
+        all(x == y or (x != x and y != y) for x, y in zip(a[k], b[k], strict=True)) for k in a
+    )
+
+
+def _ingest_awkward_series(url: str) -> None:
+    """Batches out of step order, overlapping (the first value of a step wins), with NaN and +-inf, on
+    two ranks, and a block that holds nothing but NaN."""
+    migrate.upgrade(url)
+    database = Database(url)
+    try:
+        run = runs.create_or_join(database, RunCreate.model_validate({"project": "p", "experiment": "e"}))
+        keys = KeyCache()
+        rng = np.random.default_rng(7)
+        chunks = [(s, s + 700) for s in range(0, 6300, 700)]
+        rng.shuffle(chunks)
+        for number, (low, high) in enumerate([*chunks, (300, 2500)]):
+            steps = list(range(low, high))
+            values = [float(v) for v in rng.normal(size=len(steps))]
+            for i, step in enumerate(steps):
+                if step % 97 == 0 or 3072 <= step < 4096:
+                    values[i] = math.nan
+                elif step % 101 == 0:
+                    values[i] = math.inf if step % 2 else -math.inf
+            batch = MetricBatch.model_validate(
+                {
+                    "batch_id": f"b{number}",
+                    "series": [
+                        {"key": "loss", "rank": rank, "steps": steps, "values": values, "wall_times": steps}
+                        for rank in (0, 1)
+                    ],
+                }
+            )
+            ingest.ingest(database, keys, run.id, batch)
+    finally:
+        database.dispose()
+
+
+def test_block_summaries_match_the_stored_points_on_sqlite(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'blocks.db'}"
+    _ingest_awkward_series(url)
+    kept, expected = _stored(url)
+    assert len(kept) == 2 * math.ceil(6300 / BLOCK_STEPS)  # steps 0..6299 on each of 2 ranks
+    assert _same(kept, expected)
+    nan_only = [s for key, s in kept.items() if 3072 <= key[3] * BLOCK_STEPS < 4096 - BLOCK_STEPS + 1]
+    assert nan_only
+    assert all(summary[3] is None for summary in nan_only)  # blocks of only NaN: no min, no max
+
+
+def test_block_summaries_match_the_stored_points_on_postgres(postgres_url: str) -> None:
+    _ingest_awkward_series(postgres_url)
+    kept, expected = _stored(postgres_url)
+    assert len(kept) == 2 * math.ceil(6300 / BLOCK_STEPS)
+    assert _same(kept, expected)
+
+
+def test_the_migration_summarises_points_stored_before_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    _ingest_awkward_series(url)
+    kept, _ = _stored(url)
+    migrate.downgrade(url, "0005")  # as a database made before block summaries existed
+    migrate.upgrade(url)
+    again, expected = _stored(url)
+    assert _same(again, kept)
+    assert _same(again, expected)
+
+
+def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> None:
+    """Buckets of whole blocks: each keeps its lowest and highest finite value, or its first point when
+    it holds only NaN, plus the first and last points; the same as a brute-force pass."""
+    run = create_run(client)
+    n, limit = 60_000, 20
+    rng = np.random.default_rng(3)
+    values = np.cumsum(rng.normal(size=n))
+    values[40_000] = -1e9  # a dip and a spike a plot must not lose
+    values[17_777] = 1e9
+    buckets = (limit - 2) // 2
+    span = math.ceil(n / BLOCK_STEPS)  # blocks from the first to the last
+    bucket_of = (np.arange(n) // BLOCK_STEPS) * buckets // span
+    values[bucket_of == 1] = math.nan  # a bucket of nothing but NaN
+    for start in reversed(range(0, n, 10_000)):  # newest first: the summaries are merged, not appended
+        steps = list(range(start, start + 10_000))
+        body = {
+            "batch_id": f"long{start}",
+            "series": [
+                {
+                    "key": "long",
+                    "steps": steps,
+                    "values": [float(values[s]) for s in steps],
+                    "wall_times": steps,
+                }
+            ],
+        }
+        response = client.post(
+            f"/api/v1/runs/{run['id']}/metrics",
+            content=json.dumps(body),
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 200, response.text
+    page = client.get(f"/api/v1/runs/{run['id']}/series", params={"key": "long", "points": limit}).json()
+    assert page["total"] == n
+    assert page["downsampled"] is True
+    expected = {0, n - 1}
+    for bucket in range(buckets):
+        steps = np.flatnonzero(bucket_of == bucket)
+        chunk = values[steps]
+        if np.isnan(chunk).all():
+            expected.add(int(steps[0]))
+        else:
+            expected |= {int(steps[np.nanargmin(chunk)]), int(steps[np.nanargmax(chunk)])}
+    got = [point["step"] for point in page["points"]]
+    assert got == sorted(expected)
+    assert len(got) <= limit
+    assert {17_777, 40_000} <= set(got)
+    by_step = {point["step"]: point for point in page["points"]}
+    assert by_step[int(np.flatnonzero(bucket_of == 1)[0])]["value"] == "NaN"
+    assert by_step[40_000]["value"] == -1e9
+    assert by_step[17_777]["wall_time"] == 17_777

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from tracker.db import models
 from tracker.db.engine import Database
+from tracker.db.models import BLOCK_STEPS
 from tracker.errors import NotFoundError
 from tracker.schemas.metrics import PointOut, SeriesPublic
 from tracker.services.decisions import get_run_row
@@ -63,18 +64,24 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
             if sqlite
             else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s"
         )
-        # Three statements, not one: MIN and MAX alone are one index seek each, while in one statement
-        # with COUNT they would walk the whole range with it.
-        total, first, last = (
-            int(
-                connection.exec_driver_sql(f"SELECT {agg} FROM metric_point WHERE {where}", params).scalar()
-                or 0
-            )
-            for agg in ("COUNT(*)", "MIN(step)", "MAX(step)")
-        )
+        # The block summaries ingest keeps: the count without walking the points, and, for a long
+        # curve, its extremes (one row per BLOCK_STEPS steps).
+        blocks = connection.exec_driver_sql(
+            "SELECT block, points, first_step, first_wall, min_value, min_step, min_wall, max_value, "
+            f"max_step, max_wall FROM series_block WHERE {where} ORDER BY block",
+            params,
+        ).fetchall()
+        total = sum(block[1] for block in blocks)
         rows: Sequence[Any]
         if total > limit and limit >= 4:
-            rows = _buckets_in_sql(connection, where, params, first, last, limit, sqlite=sqlite)
+            first = blocks[0][2]
+            last_sql = f"SELECT MAX(step) FROM metric_point WHERE {where}"  # one seek
+            last = int(connection.exec_driver_sql(last_sql, params).scalar_one())
+            buckets = (limit - 2) // 2
+            if last // BLOCK_STEPS - first // BLOCK_STEPS + 1 >= buckets:  # a bucket spans whole blocks
+                rows = _buckets_from_blocks(connection, where, params, blocks, last, buckets, sqlite=sqlite)
+            else:
+                rows = _buckets_in_sql(connection, where, params, first, last, limit, sqlite=sqlite)
         else:
             # Raw tuples through the driver: a million ORM rows would cost seconds.
             rows = connection.exec_driver_sql(
@@ -90,6 +97,54 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
     )
 
 
+def _buckets_from_blocks(
+    connection: Any,
+    where: str,
+    params: dict[str, int],
+    blocks: Sequence[Any],
+    last: int,
+    buckets: int,
+    *,
+    sqlite: bool,
+) -> list[Any]:
+    """Min/max buckets made of whole blocks, from the block summaries: each bucket keeps the lowest and the
+    highest value of its blocks (its first point, NaN, when it holds nothing else), plus the curve's first
+    and last points."""
+    first_block = blocks[0][0]
+    span = last // BLOCK_STEPS - first_block + 1  # blocks from the first to the last, held or not
+    picked: dict[int, Any] = {}
+    for _, group in itertools.groupby(blocks, key=lambda block: (block[0] - first_block) * buckets // span):
+        members = list(group)
+        finite = [block for block in members if block[4] is not None]
+        if not finite:
+            picked[members[0][2]] = (members[0][2], None, members[0][3])
+            continue
+        low = min(finite, key=lambda block: block[4])
+        high = max(finite, key=lambda block: block[7])
+        picked[low[5]] = (low[5], low[4], low[6])
+        picked[high[8]] = (high[8], high[7], high[9])
+    _add_ends(connection, where, params, blocks[0][2], last, picked, sqlite=sqlite)
+    return [picked[step] for step in sorted(picked)]
+
+
+def _add_ends(
+    connection: Any,
+    where: str,
+    params: dict[str, int],
+    first: int,
+    last: int,
+    picked: dict[int, Any],
+    *,
+    sqlite: bool,
+) -> None:
+    """The curve's first and last points always come back."""
+    one = f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND " + (
+        "step = :step" if sqlite else "step = %(step)s"
+    )
+    for step in (first, last):
+        picked[step] = tuple(connection.exec_driver_sql(one, {**params, "step": step}).one())
+
+
 def _buckets_in_sql(
     connection: Any, where: str, params: dict[str, int], first: int, last: int, limit: int, *, sqlite: bool
 ) -> list[Any]:
@@ -102,8 +157,6 @@ def _buckets_in_sql(
     buckets = (limit - 2) // 2
     width = max(1, -(-(last - first + 1) // buckets))
     picked: dict[int, Any] = {}
-    one_sql = "step = :step" if sqlite else "step = %(step)s"
-    one = f"SELECT step, value, wall_time FROM metric_point WHERE {where} AND {one_sql}"
     if sqlite:
         # One primary-key range per bucket and aggregate: SQLite cannot see that the bucket number grows
         # with the step, so a GROUP BY over it sorts every row first (~3x slower on a million points).
@@ -132,6 +185,5 @@ def _buckets_in_sql(
         for query in queries:
             for _, step, value, wall_time in connection.exec_driver_sql(query, bucket_params):
                 picked[step] = (step, value, wall_time)
-    for step in (first, last):
-        picked[step] = tuple(connection.exec_driver_sql(one, {**params, "step": step}).one())
+    _add_ends(connection, where, params, first, last, picked, sqlite=sqlite)
     return [picked[step] for step in sorted(picked)]
