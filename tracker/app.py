@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -45,6 +46,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         app.state.deliverer = deliverer
         deliverer.start()  # also delivers what a previous process committed but never sent
+        # Everything made so far (modules, the app, the engine) lives as long as the process: keep it out
+        # of the collector's full scans, which otherwise walk it again and again under ingest's churn.
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:

@@ -220,8 +220,7 @@ def _stop_latency(figures: list[Figure], server: TrackerProcess) -> None:
 
 def _engine(figures: list[Figure]) -> None:
     _say("5. policy engine, in-process")
-    patience = tracker.engine_points_per_s(tracker.patience_policy())
-    default = tracker.engine_points_per_s(tracker.default_policy())
+    patience, default = tracker.engine_in_tracker_process()
     figures.append(
         Figure(
             "5",

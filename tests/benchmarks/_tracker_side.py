@@ -188,8 +188,33 @@ def engine_points_per_s(policy: PolicySpec, runs: int = 400, length: int = 500, 
                 judged += len(curve[index : index + chunk])
         return judged / (time.perf_counter() - started)
 
-    median, _ = median_of(one_repeat, 3)
+    median, _ = median_of(one_repeat, 7)  # CPU-bound and short: the host's noise needs more samples
     return median
+
+
+_ENGINE_SCRIPT = """
+import gc, json
+from tracker.app import create_app
+from tests.benchmarks import _tracker_side as bench
+
+create_app()  # the tracker's modules and app in memory, then frozen as its start-up does
+gc.collect()
+gc.freeze()
+print(json.dumps([bench.engine_points_per_s(bench.patience_policy()),
+                  bench.engine_points_per_s(bench.default_policy())]))
+"""
+
+
+def engine_in_tracker_process() -> tuple[float, float]:
+    """Patience and default-policy figures of :func:`engine_points_per_s`, measured in a fresh process
+    holding what the tracker holds (its modules and app, frozen as its start-up freezes them), not in
+    this one, whose heap carries the peers' libraries for the collector to walk."""
+    root = Path(__file__).resolve().parents[2]
+    output = subprocess.run(
+        [sys.executable, "-c", _ENGINE_SCRIPT], cwd=root, capture_output=True, text=True, check=True
+    ).stdout
+    patience, default = json.loads(output.strip().splitlines()[-1])
+    return float(patience), float(default)
 
 
 def patience_policy() -> PolicySpec:
