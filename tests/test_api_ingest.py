@@ -265,3 +265,41 @@ def test_openapi_document_is_served(client: httpx.Client) -> None:
     assert {"MetricBatch", "PointIn", "SeriesIn"} <= schemas.keys()
     assert {"points", "series", "batch_id"} <= schemas["MetricBatch"]["properties"].keys()
     assert client.get("/docs").status_code == 200
+
+
+def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> None:
+    """``form=columns`` gives the same points as ``points``, NaN and +-inf spelled alike, in pages."""
+    run = create_run(client)
+    values = [0.5, math.nan, math.inf, -math.inf, 0.25, 1e-300, -2.0]
+    body = {
+        "batch_id": "c",
+        "series": [
+            {"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 12], "values": values, "wall_times": [7.5] * 7}
+        ],
+    }
+    response = client.post(
+        f"/api/v1/runs/{run['id']}/metrics",
+        content=json.dumps(body),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+    url = f"/api/v1/runs/{run['id']}/history"
+    points = client.get(url, params={"key": "loss"}).json()["points"]
+    pages, start = [], 0
+    while start is not None:
+        page = client.get(
+            url, params={"key": "loss", "form": "columns", "limit": 3, "start_step": start}
+        ).json()
+        assert set(page) == {"run_id", "key", "rank", "steps", "values", "wall_times", "next_step"}
+        assert len(page["steps"]) == len(page["values"]) == len(page["wall_times"]) <= 3
+        pages.append(page)
+        start = page["next_step"]
+    assert len(pages) == 3
+    steps = [s for page in pages for s in page["steps"]]
+    read = [v for page in pages for v in page["values"]]
+    assert steps == [p["step"] for p in points] == [0, 2, 4, 6, 8, 10, 12]
+    assert read == [p["value"] for p in points] == [0.5, "NaN", "Infinity", "-Infinity", 0.25, 1e-300, -2.0]
+    assert [w for page in pages for w in page["wall_times"]] == [7.5] * 7
+    bad = client.get(url, params={"key": "loss", "form": "rows"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"] == ["query", "form"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Response, status
@@ -25,7 +25,7 @@ from tracker.api.deps import (
 )
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
-from tracker.schemas.metrics import HistoryPage, IngestResult, KeysPublic, SeriesPublic
+from tracker.schemas.metrics import HistoryColumns, HistoryPage, IngestResult, KeysPublic, SeriesPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
@@ -165,7 +165,10 @@ def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
 
 
 @router.get(
-    "/runs/{run_id}/history", dependencies=[Depends(read_run)], response_model=HistoryPage, tags=["metrics"]
+    "/runs/{run_id}/history",
+    dependencies=[Depends(read_run)],
+    response_model=HistoryPage | HistoryColumns,
+    tags=["metrics"],
 )
 def get_history(
     run_id: int,
@@ -174,9 +177,15 @@ def get_history(
     rank: Annotated[int, Query(ge=0)] = 0,
     start_step: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+    form: Annotated[
+        Literal["points", "columns"],
+        Query(description="points: a list of {step, value, wall_time}; columns: steps, values, wall_times"),
+    ] = "points",
 ) -> Response:
     """A page of one key's points in step order; follow ``next_step`` for the rest."""
-    body = history.page_json(database, run_id, key, rank=rank, start_step=start_step, limit=limit)
+    body = history.page_json(
+        database, run_id, key, rank=rank, start_step=start_step, limit=limit, columns=form == "columns"
+    )
     return Response(content=body, media_type="application/json")
 
 

@@ -111,6 +111,19 @@ class HistoryPage(Schema):
     next_step: int | None
 
 
+class HistoryColumns(Schema):
+    """A page of a key's history as columns (``form=columns``): the ingest series form, read back; about
+    a third of the bytes and parse time of ``points`` for long reads."""
+
+    run_id: int
+    key: str
+    rank: int
+    steps: list[int]
+    values: list[MetricValue]
+    wall_times: list[float]
+    next_step: int | None
+
+
 class KeysPublic(Schema):
     run_id: int
     keys: list[str]
