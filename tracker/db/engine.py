@@ -7,8 +7,9 @@ per-run writes are serialised by a row lock on the run (see ``services``).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,11 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
+        # SQLite takes one writer at a time. Within this process writers queue on this lock and start the
+        # moment the previous one commits; at BEGIN IMMEDIATE they would wait in SQLite's busy handler,
+        # which sleeps in steps of milliseconds (most of a busy ingest's time). Other processes still
+        # meet at SQLite's lock.
+        self._sqlite_writers = threading.RLock() if self.is_sqlite else None
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:
@@ -67,7 +73,8 @@ class Database:
         ``write=True`` marks a transaction that will write: on SQLite it starts with ``BEGIN IMMEDIATE``.
         Integrity errors become :class:`ConflictError`.
         """
-        with self.engine.connect() as connection:
+        writers = self._sqlite_writers if write and self._sqlite_writers is not None else nullcontext()
+        with writers, self.engine.connect() as connection:
             if write:
                 connection.execution_options(**{_WRITE_OPTION: True})
             session = Session(bind=connection, expire_on_commit=False, autoflush=False)
