@@ -130,6 +130,11 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
         return 0
     policy = _policy_of(run)
+    health = _health_observations(policy, key_ids, fresh)
+    monitor_id = key_ids.get(policy.monitor)
+    ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
+    if not health and not ready:
+        return 0  # nothing for the rules in this batch (training metrics only): leave their state unread
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -139,12 +144,9 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
     verdicts: list[Verdict] = []
-    health = _health_observations(policy, key_ids, fresh)
     if health:
         states, found = evaluate_health(policy, states, health)
         verdicts += found
-    monitor_id = key_ids.get(policy.monitor)
-    ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
     newest = ready[-1].step if ready else None
     if ready and run.stop_step is None:
         assert monitor_id is not None
