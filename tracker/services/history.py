@@ -65,9 +65,10 @@ def page_json(
     next_step = rows.pop()[0] if len(rows) > limit else None
     body: dict[str, Any] = {"run_id": run_id, "key": key, "rank": rank}
     if columns:
-        steps, values, wall_times = (
-            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [])
-        )
+        # One comprehension per column: zip(*rows) over 100,000 rows is several times slower.
+        steps = [row[0] for row in rows]
+        values = [row[1] for row in rows]
+        wall_times = [row[2] for row in rows]
         if None in values:  # SQLite's NaN
             values = [math.nan if value is None else value for value in values]
         body |= {"steps": steps, "values": values, "wall_times": wall_times}
