@@ -40,6 +40,29 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _cpu_times() -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs since boot, or None where /proc/stat is not there."""
+    with suppress(OSError):
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait
+    return None
+
+
+def _settle(limit_s: float = 30.0) -> None:
+    """Wait (at most ``limit_s``) until the machine is quiet, so one section's leftovers (a peer's
+    background start-up, a server shutting down) are not charged to the next section's figures."""
+    deadline = time.monotonic() + limit_s
+    before = _cpu_times()
+    while before is not None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        after = _cpu_times()
+        assert after is not None
+        idle, total = after[0] - before[0], after[1] - before[1]
+        if total > 0 and idle / total > 0.85:
+            return
+        before = after
+
+
 def _within(value: float | None, limit: float) -> bool | None:
     return None if value is None else value <= limit
 
@@ -354,20 +377,28 @@ def main() -> None:
             needs_mlflow = bool(sections & {1, 2, 3, 6, 7})
             with _mlflow(home, skipped) if needs_mlflow else _nothing() as mlflow:
                 if 1 in sections:
+                    _settle()
                     _log_cost(figures, home, server, mlflow, skipped)
                 if 2 in sections:
+                    _settle()
                     _ingest(figures, home, server, mlflow, args.postgres_url, skipped)
                 if 3 in sections:
+                    _settle()
                     _round_trip(figures, home, server, mlflow)
                 if 4 in sections:
+                    _settle()
                     _stop_latency(figures, server)
                 if 5 in sections:
+                    _settle()
                     _engine(figures)
                 if 6 in sections or 7 in sections:
+                    _settle()
                     _history_and_storage(figures, home, mlflow, args.quick)
                 if 7 in sections:
+                    _settle()
                     _memory(figures, server)
             if 8 in sections:
+                _settle()
                 _replay(figures, args.curves, skipped)
         finally:
             server.stop()
