@@ -303,3 +303,26 @@ def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> Non
     bad = client.get(url, params={"key": "loss", "form": "rows"})
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["query", "form"]
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"batch_id": "\x00", "points": []}, ["body", "batch_id"]),
+        (
+            {"batch_id": "n", "points": [{"key": "lo\x00ss", "step": 0, "value": 1.0}]},
+            ["body", "points", 0, "key"],
+        ),
+        (
+            {"batch_id": "n", "series": [{"key": "\x00", "steps": [0], "values": [1.0]}]},
+            ["body", "series", 0, "key"],
+        ),
+    ],
+)
+def test_a_nul_character_is_refused_naming_the_field(client: httpx.Client, body: dict, loc: list) -> None:
+    """PostgreSQL's text cannot hold NUL: both stores refuse it with a 422, never a 500."""
+    run = create_run(client)
+    response = client.post(f"/api/v1/runs/{run['id']}/metrics", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == loc
+    assert client.post("/api/v1/runs", json={"project": "p\x00"}).status_code == 422

@@ -6,7 +6,7 @@ import math
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 _NON_FINITE = {
     "nan": math.nan,
@@ -30,6 +30,18 @@ def parse_metric_value(value: Any) -> float:
     if isinstance(value, str) and value.strip().lower() in _NON_FINITE:
         return _NON_FINITE[value.strip().lower()]
     raise ValueError("must be a number, or one of the strings 'NaN', 'Infinity', '-Infinity'")
+
+
+def _without_nul(text: str) -> str:
+    # PostgreSQL's text cannot hold NUL: refuse it at the door (a 422 naming the field) on either store,
+    # rather than fail inside the transaction.
+    if "\x00" in text:
+        raise ValueError("must not contain the NUL character (\\x00)")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_without_nul)]
+"""A string the stores can keep: no NUL character."""
 
 
 MetricValue = Annotated[float, BeforeValidator(parse_metric_value)]

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, model_validator
 
-from tracker.schemas._common import MetricValue, Schema, parse_metric_value
+from tracker.schemas._common import MetricValue, Schema, Text, parse_metric_value
 from tracker.schemas.decisions import DecisionPublic
 
 MAX_POINTS_PER_BATCH = 100_000
@@ -20,7 +20,7 @@ class PointIn(Schema):
     """One value: ``key`` at ``step`` on ``rank``. ``wall_time`` is seconds since the epoch (the server's
     clock when absent)."""
 
-    key: str = Field(min_length=1, max_length=250)
+    key: Text = Field(min_length=1, max_length=250)
     step: Step
     value: MetricValue
     rank: Rank = 0
@@ -45,7 +45,7 @@ class SeriesIn(Schema):
     """Many points of one key on one rank, as columns: ``steps[i]``, ``values[i]`` and ``wall_times[i]``
     (the server's clock when ``wall_times`` is absent) form point ``i``. The compact form the SDK sends."""
 
-    key: str = Field(min_length=1, max_length=250)
+    key: Text = Field(min_length=1, max_length=250)
     rank: Rank = 0
     steps: list[Step]
     values: Annotated[list[float], BeforeValidator(_metric_values)]
@@ -68,7 +68,7 @@ class MetricBatch(Schema):
     """A batch of points, as ``points`` (one object per point), ``series`` (columns per key and rank), or
     both. A ``batch_id`` seen before for this run is acknowledged and not applied again."""
 
-    batch_id: str = Field(min_length=1, max_length=64)
+    batch_id: Text = Field(min_length=1, max_length=64)
     points: list[PointIn] | None = Field(default=None, max_length=MAX_POINTS_PER_BATCH)
     series: list[SeriesIn] | None = None
 

@@ -8,13 +8,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from tracker.policy import PolicySpec
-from tracker.schemas._common import Schema
+from tracker.schemas._common import Schema, Text
 from tracker.schemas.decisions import DecisionPublic
 
 RunStatus = Literal["running", "finished", "stopped", "failed", "crashed"]
 FinalStatus = Literal["finished", "stopped", "failed", "crashed"]
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+Name = Annotated[Text, Field(min_length=1, max_length=200)]
 
 
 class RunCreate(Schema):
@@ -25,7 +25,7 @@ class RunCreate(Schema):
     name: Name | None = None
     run_key: Name | None = None
     config: dict[str, Any] = Field(default_factory=dict)
-    tags: list[str] = Field(default_factory=list, max_length=100)
+    tags: list[Text] = Field(default_factory=list, max_length=100)
     policy: PolicySpec | None = None
     world_size: int = Field(default=1, ge=1, le=100_000)
     planned_steps: int | None = Field(
