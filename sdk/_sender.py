@@ -31,7 +31,10 @@ from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
 
-Record = tuple[int, float, dict[str, Any], int | None]  # (step, wall_time, metrics, rank or None)
+# (step, wall_time, keys, values, rank or None). Keys and values apart, not a dict copy: a loop logs the
+# same keys every step, so one keys tuple is shared by every record that has them, and a record takes about
+# a third of the memory (it matters when many runs queue at once).
+Record = tuple[int, float, tuple[Any, ...], tuple[Any, ...], int | None]
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Sender:
         self._summary_sent = 0
         self._summary_spooled = 0
         self._summary_lock = threading.Lock()
+        self._last_keys: tuple[Any, ...] = ()
         self._reset_threading()
 
     def _reset_threading(self) -> None:
@@ -122,7 +126,12 @@ class Sender:
             self.dropped_points += len(metrics)
             self._warn_once("full", "plateau: the send queue and the spool are full; dropping points")
             return
-        pending.append((step, time.time(), dict(metrics), rank))
+        keys = tuple(metrics)
+        if keys == self._last_keys:
+            keys = self._last_keys
+        else:
+            self._last_keys = keys
+        pending.append((step, time.time(), keys, tuple(metrics.values()), rank))
         # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
         # stays over the mark and every call would otherwise pay for it).
         if (self._monitor in metrics or len(pending) >= self._wake_records) and not self._wake.is_set():
@@ -344,7 +353,7 @@ class Sender:
 
     def _append_points(self, series: dict[tuple[str, int], dict[str, Any]], record: Record) -> int:
         """Add a record's values to their (key, rank) columns; returns how many were added."""
-        step, wall_time, metrics, rank = record
+        step, wall_time, keys, values, rank = record
         rank = self._rank if rank is None else rank
         try:
             step = operator.index(step)
@@ -354,7 +363,7 @@ class Sender:
             self._warn_once("step", f"plateau: step must be a whole number >= 0, got {step!r}; dropped")
             return 0
         added = 0
-        for key, value in metrics.items():
+        for key, value in zip(keys, values, strict=False):  # equal unless the mapping changed meanwhile
             try:
                 number = float(value)  # int, float, bool, numpy scalars, one-element torch tensors
             except (TypeError, ValueError):

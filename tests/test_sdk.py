@@ -9,8 +9,10 @@ import sys
 import textwrap
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 
 import httpx
 import pytest
@@ -77,6 +79,34 @@ def test_non_numeric_values_are_dropped_without_raising(tracker: TrackerProcess,
     assert [p["value"] for p in history["points"]] == [1.0, 3.0]
     assert "'bad' = 'abc' is not a number" in caplog.text
     assert "step must be a whole number >= 0" in caplog.text
+
+
+def test_changing_key_sets_and_other_mappings_keep_every_value_with_its_key(tracker: TrackerProcess) -> None:
+    """Queued records share the keys of the call before when they are the same; any mix must still pair
+    each value with its own key, whatever the mapping type and however the key set changes."""
+    logged = [
+        {"a": 1.0, "b": 2.0},
+        {"a": 3.0, "b": 4.0},
+        {"b": 5.0, "a": 6.0},  # same keys, another order
+        MappingProxyType({"b": 7.0}),
+        OrderedDict([("a", 8.0), ("c", 9.0)]),
+        {"a": 10.0, "b": 11.0},
+    ]
+    with sdk.init(project="sdk", url=tracker.url) as run:
+        for step, metrics in enumerate(logged):
+            run.log(metrics, step=step)
+        assert run.flush(10)
+        read = {
+            key: {
+                p["step"]: p["value"]
+                for p in httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/history", params={"key": key}).json()[
+                    "points"
+                ]
+            }
+            for key in ("a", "b", "c")
+        }
+    expected = {key: {s: m[key] for s, m in enumerate(logged) if key in m} for key in ("a", "b", "c")}
+    assert read == expected
 
 
 def test_context_manager_marks_a_crash_as_failed(tracker: TrackerProcess) -> None:
