@@ -69,21 +69,22 @@ class Spool:
         content = json.dumps({"batch_id": batch_id, "series": series}, separators=(",", ":"))
         if self._used() + len(content) > self.max_bytes:
             return False
-        self.dir.mkdir(parents=True, exist_ok=True)
-        meta = self.dir / "run.json"
-        if not meta.exists():
-            _atomic_write(meta, json.dumps({"url": self.url, "create": self.create_body}))
+        self._prepare_dir()
         _atomic_write(self.dir / f"b-{time.time_ns():020d}-{os.getpid()}-{_safe(batch_id)}.json", content)
         self._bytes = self._used() + len(content)
         return True
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Keep the run's summary figures (the whole merged summary: sending it again is harmless)."""
+        self._prepare_dir()
+        _atomic_write(self.dir / SUMMARY_FILE, json.dumps(summary, default=str))
+
+    def _prepare_dir(self) -> None:
+        """The run's folder, with the ``run.json`` that lets ``plateau sync`` create the run later."""
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / "run.json"
         if not meta.exists():
             _atomic_write(meta, json.dumps({"url": self.url, "create": self.create_body}))
-        _atomic_write(self.dir / SUMMARY_FILE, json.dumps(summary, default=str))
 
     def pending(self) -> list[Path]:
         return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []

@@ -111,15 +111,14 @@ class Transport:
         return self._send_batch(run_id, {"batch_id": batch_id, "series": series})
 
     def _send_batch(self, run_id: int, body: dict[str, Any]) -> Decision:
-        # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully.
-        content = json.dumps(body, separators=(",", ":"))
-        result = self._request(
-            "POST",
-            f"/api/v1/runs/{run_id}/metrics",
-            content=content,
-            headers={"content-type": "application/json"},
-        )
+        result = self._send_json("POST", f"/api/v1/runs/{run_id}/metrics", body)
         return Decision.from_json(result["decision"])
+
+    def _send_json(self, method: str, path: str, body: dict[str, Any]) -> Any:
+        # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully (httpx's
+        # json= refuses them); anything else not JSON-able is sent as its str().
+        content = json.dumps(body, separators=(",", ":"), default=str)
+        return self._request(method, path, content=content, headers={"content-type": "application/json"})
 
     def get_decision(self, run_id: int, *, step: int | None = None, wait: float = 0.0) -> Decision:
         params: dict[str, Any] = {"wait": round(max(0.0, wait), 3)}
@@ -129,13 +128,7 @@ class Transport:
         return Decision.from_json(result)
 
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
-        content = json.dumps({"summary": summary}, separators=(",", ":"), default=str)
-        self._request(
-            "PATCH",
-            f"/api/v1/runs/{run_id}/summary",
-            content=content,
-            headers={"content-type": "application/json"},
-        )
+        self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 
     def finish_run(self, run_id: int, status: str, timeout: float) -> None:
         self._request("POST", f"/api/v1/runs/{run_id}/finish", json={"status": status}, timeout=timeout)

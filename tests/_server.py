@@ -46,24 +46,40 @@ class TrackerProcess:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"tracker exited: {self.log_path.read_text()}")
-            try:
-                if httpx.get(f"{self.url}/api/v1/health", timeout=0.5).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"tracker did not answer within {timeout}s: {self.log_path.read_text()}")
+        try:
+            wait_until_healthy(self.process, f"{self.url}/api/v1/health", self.log_path, timeout, poll=0.05)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=10)
+
+
+def wait_until_healthy(
+    process: subprocess.Popen[bytes], health_url: str, log_path: Path, timeout: float, *, poll: float
+) -> None:
+    """Return once ``health_url`` answers 200; RuntimeError (with the log) if the process exits or
+    ``timeout`` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited: {log_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(health_url, timeout=max(0.5, poll)).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(poll)
+    raise RuntimeError(f"no answer from {health_url} within {timeout}s: {log_path.read_text()[-2000:]}")
+
+
+def stop_process(process: subprocess.Popen[bytes], *, timeout: float) -> None:
+    """Terminate ``process`` and wait; kill it if it is still there after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -96,7 +96,7 @@ def _stored(
             )
             expected = {}
             for (run_id, key_id, rank), points in itertools.groupby(rows, key=lambda row: row[:3]):
-                for block, summary in summarise(row[3:] for row in points).items():
+                for block, summary in summarise((row[3], (row[4], row[5])) for row in points).items():
                     expected[(run_id, key_id, rank, block)] = tuple(summary)
     finally:
         engine.dispose()

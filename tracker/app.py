@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from tracker import __version__
+from tracker.api.deps import IngestServices
 from tracker.api.errors import BodyLimitMiddleware, install_error_handlers
 from tracker.api.routes import router
 from tracker.config import Settings
@@ -45,6 +46,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ),
         )
         app.state.deliverer = deliverer
+        app.state.ingest_services = IngestServices(database, app.state.keys, app.state.notifier, deliverer)
         deliverer.start()  # also delivers what a previous process committed but never sent
         # Everything made so far (modules, the app, the engine) lives as long as the process: keep it out
         # of the collector's full scans, which otherwise walk it again and again under ingest's churn.

@@ -12,7 +12,7 @@ import itertools
 import sqlalchemy as sa
 from alembic import op
 
-from tracker.services._point_store import _SUMMARY_COLUMNS, summarise
+from tracker.services._point_store import SUMMARY_COLUMNS, summarise
 
 revision = "0006"
 down_revision = "0005"
@@ -59,18 +59,18 @@ def _summarise_stored_points() -> None:
     )
     insert = sa.text(
         "INSERT INTO series_block (run_id, key_id, rank, block, "
-        + ", ".join(_SUMMARY_COLUMNS)
+        + ", ".join(SUMMARY_COLUMNS)
         + ") VALUES (:run_id, :key_id, :rank, :block, "
-        + ", ".join(f":{column}" for column in _SUMMARY_COLUMNS)
+        + ", ".join(f":{column}" for column in SUMMARY_COLUMNS)
         + ")"
     )
     for (run_id, key_id, rank), points in itertools.groupby(rows, key=lambda row: tuple(row[:3])):
-        blocks = summarise((row[3], row[4], row[5]) for row in points)
+        blocks = summarise((row[3], (row[4], row[5])) for row in points)
         connection.execute(
             insert,
             [
                 {"run_id": run_id, "key_id": key_id, "rank": rank, "block": block}
-                | dict(zip(_SUMMARY_COLUMNS, summary, strict=True))
+                | dict(zip(SUMMARY_COLUMNS, summary, strict=True))
                 for block, summary in blocks.items()
             ],
         )

@@ -9,12 +9,9 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
-
-from tests._server import free_port
+from tests._server import free_port, stop_process, wait_until_healthy
 
 
 def missing(module: str) -> str | None:
@@ -49,31 +46,19 @@ class MlflowServer:
             "--workers",
             str(workers),
         ]
-        self._log = (home / "mlflow.log").open("wb")
+        log_path = home / "mlflow.log"
+        self._log = log_path.open("wb")
         # MLflow 3 also starts a job runner and several huey consumers for its GenAI jobs; they have nothing
         # to do with metrics, and booting them keeps both cores busy for ~30 s after the server answers,
         # which would be charged to whatever is measured next (Plateau's figures included).
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(home / 'mlflow.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("mlflow server did not answer within 120 s")
+        try:
+            wait_until_healthy(self.process, f"{self.url}/health", log_path, 120, poll=0.2)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=15)
         self._log.close()

@@ -86,8 +86,8 @@ class IngestServices:
 
 
 async def _ingest_services(request: Request) -> IngestServices:
-    state = request.app.state
-    return IngestServices(state.database, state.keys, state.notifier, state.deliverer)
+    services: IngestServices = request.app.state.ingest_services  # made once, at start-up
+    return services
 
 
 async def read_project(project: str, principal: PrincipalDep) -> None:

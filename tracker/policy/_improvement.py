@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.policy._types import Mode, Ties
+from tracker.policy._types import Mode, Ties, better
 
 
 def margin(best: float, min_delta: float, relative: bool) -> float:
@@ -39,7 +39,8 @@ def update_best(
     best: float | None, best_step: int | None, value: float, step: int, *, mode: Mode
 ) -> tuple[float | None, int | None]:
     """The best finite value and its step after seeing ``value`` (strict: ties keep the earlier step)."""
-    # The engine's hottest test (several rules per observation): ``improves`` with no margin, inlined.
-    if math.isfinite(value) and (best is None or (value > best if mode == "max" else value < best)):
+    # The engine's hottest test (several rules per observation): ``improves`` with no margin, without its
+    # keyword handling.
+    if math.isfinite(value) and (best is None or better(value, best, mode)):
         return value, step
     return best, best_step

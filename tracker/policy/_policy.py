@@ -170,8 +170,8 @@ def evaluate(
         last_step = obs.step
         stop = False
         for index, observe, alpha, stops_alone in judged:
-            # ``current`` holds this call's own copies of the wrappers: update them in place (the rules'
-            # inner states stay immutable values, replaced, never changed).
+            # ``current`` holds this call's own copies of the wrappers (and of in_place rules' states):
+            # update them in place.
             wrapper = current[index]
             if alpha is None:
                 inner, verdict = observe(wrapper["s"], obs, ctx)

@@ -90,9 +90,7 @@ def fmt(value: float | None) -> str:
         return f"{value:.6g}"
     if math.isnan(value):
         return "NaN"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:.6g}"
+    return "inf" if value > 0 else "-inf"
 
 
 def better(a: float, b: float, mode: Mode) -> bool:

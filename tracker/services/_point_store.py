@@ -57,10 +57,7 @@ def insert_points(session: Session, run_id: int, points: SeriesPoints) -> None:
     merge_summaries(
         session,
         run_id,
-        {
-            pair: summarise((step, value, wall_time) for step, (value, wall_time) in series.items())
-            for pair, series in points.items()
-        },
+        {pair: summarise(series.items()) for pair, series in points.items()},
     )
     connection = session.connection()
     if connection.dialect.name == "postgresql":
@@ -86,9 +83,21 @@ def insert_points(session: Session, run_id: int, points: SeriesPoints) -> None:
         connection.exec_driver_sql(_SQLITE_INSERT, rows)
 
 
-# One block's summary: [points, first_step, first_wall, min_value, min_step, min_wall, max_value, max_step,
-# max_wall]; the min and max fields are None while the block has no value but NaN.
+# One block's summary, in the order of SUMMARY_COLUMNS; the min and max fields are None while the block
+# has no value but NaN.
 Summary = list[Any]
+
+SUMMARY_COLUMNS = (
+    "points",
+    "first_step",
+    "first_wall",
+    "min_value",
+    "min_step",
+    "min_wall",
+    "max_value",
+    "max_step",
+    "max_wall",
+)
 
 
 def _wins(extreme: str, beats: str) -> str:
@@ -102,9 +111,8 @@ def _wins(extreme: str, beats: str) -> str:
 # the order of the assignments does not matter; a NULL (NaN-only) side never wins a comparison, and a tie
 # goes to the earlier step, so the summary does not depend on the order batches arrive in.
 _MERGE_BLOCKS = text(
-    "INSERT INTO series_block (run_id, key_id, rank, block, points, first_step, first_wall, min_value, "
-    "min_step, min_wall, max_value, max_step, max_wall) VALUES (:run_id, :key_id, :rank, :block, :points, "
-    ":first_step, :first_wall, :min_value, :min_step, :min_wall, :max_value, :max_step, :max_wall) "
+    f"INSERT INTO series_block (run_id, key_id, rank, block, {', '.join(SUMMARY_COLUMNS)}) "
+    f"VALUES (:run_id, :key_id, :rank, :block, {', '.join(':' + c for c in SUMMARY_COLUMNS)}) "
     "ON CONFLICT (run_id, key_id, rank, block) DO UPDATE SET "
     "points = series_block.points + excluded.points, "
     + ", ".join(
@@ -119,11 +127,12 @@ _MERGE_BLOCKS = text(
 )
 
 
-def summarise(points: Iterable[tuple[int, float | None, float]]) -> dict[int, Summary]:
-    """Per block (``step // BLOCK_STEPS``), the summary of ``(step, value, wall_time)`` points; a value
-    that is None (SQLite's NaN) or NaN counts as NaN, +-inf as values. Ties go to the earlier step."""
+def summarise(points: Iterable[tuple[int, tuple[float | None, float]]]) -> dict[int, Summary]:
+    """Per block (``step // BLOCK_STEPS``), the summary of ``(step, (value, wall_time))`` points (a series'
+    ``items()``, as ingest holds them); a value that is None (SQLite's NaN) or NaN counts as NaN, +-inf as
+    values. Ties go to the earlier step."""
     blocks: dict[int, Summary] = {}
-    for step, value, wall_time in points:
+    for step, (value, wall_time) in points:
         block = blocks.get(step // BLOCK_STEPS)
         if block is None:
             block = blocks[step // BLOCK_STEPS] = [0, step, wall_time, None, None, None, None, None, None]
@@ -139,19 +148,6 @@ def summarise(points: Iterable[tuple[int, float | None, float]]) -> dict[int, Su
     return blocks
 
 
-_SUMMARY_COLUMNS = (
-    "points",
-    "first_step",
-    "first_wall",
-    "min_value",
-    "min_step",
-    "min_wall",
-    "max_value",
-    "max_step",
-    "max_wall",
-)
-
-
 def merge_summaries(
     session: Session, run_id: int, series: Mapping[tuple[int, int], dict[int, Summary]]
 ) -> None:
@@ -163,7 +159,7 @@ def merge_summaries(
             "key_id": key_id,
             "rank": rank,
             "block": block,
-            **dict(zip(_SUMMARY_COLUMNS, summary, strict=True)),
+            **dict(zip(SUMMARY_COLUMNS, summary, strict=True)),
         }
         for (key_id, rank), blocks in series.items()
         for block, summary in blocks.items()

@@ -104,8 +104,8 @@ class Deliverer:
         process's claims come back on their own)."""
         now = datetime.now(timezone.utc)
         d, w = models.WebhookDelivery, models.Webhook
-        # Look before taking the write lock: every ingest pokes this loop, and on SQLite a needless
-        # BEGIN IMMEDIATE here would make the next ingest wait in SQLite's busy handler (milliseconds).
+        # Look before taking the write lock: the loop also wakes every poll interval, and on SQLite a
+        # needless write transaction here would hold up the ingests queued behind it.
         with self.db.session() as session:
             due = select(d.id).where(d.status == "pending", d.next_attempt_at <= now).limit(1)
             if session.execute(due).first() is None:

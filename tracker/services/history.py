@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import closing
 from typing import Any
 
 from pydantic_core import to_json
@@ -53,15 +54,13 @@ def page_json(
             else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s AND step >= %(start)s "
             "ORDER BY step LIMIT %(limit)s"
         )
-        cursor = session.connection().connection.cursor()  # plain tuples: no row object per point
-        try:
+        # The driver's own cursor gives plain tuples: no row object per point.
+        with closing(session.connection().connection.cursor()) as cursor:
             cursor.execute(
                 f"SELECT step, value, wall_time FROM metric_point WHERE {where}",
                 {"run": run_id, "key": key_id, "rank": rank, "start": start_step, "limit": limit + 1},
             )
             rows = list(cursor.fetchall())
-        finally:
-            cursor.close()
     next_step = rows.pop()[0] if len(rows) > limit else None
     body: dict[str, Any] = {"run_id": run_id, "key": key, "rank": rank}
     if columns:

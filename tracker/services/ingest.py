@@ -28,7 +28,9 @@ from tracker.services import _point_store, decisions, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.keys import KeyCache
 
-# The batch's points not stored before, per series: (key_id, rank) -> step -> (value, wall_time).
+# A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
+# before, keyed by key id: (key_id, rank) -> step -> (value, wall_time).
+Gathered = dict[tuple[str, int], dict[int, tuple[float, float]]]
 Fresh = dict[tuple[int, int], dict[int, tuple[float, float]]]
 
 
@@ -84,10 +86,10 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
     return Ingested(result, deliveries)
 
 
-def _gather(batch: MetricBatch, now: float) -> dict[tuple[str, int], dict[int, tuple[float, float]]]:
+def _gather(batch: MetricBatch, now: float) -> Gathered:
     """The batch's points per (key, rank) series, in both wire forms; within the batch the first value
     of a step wins, and a point without a wall time takes the server's clock."""
-    series: dict[tuple[str, int], dict[int, tuple[float, float]]] = {}
+    series: Gathered = {}
     for point in batch.points or ():
         wall_time = now if point.wall_time is None else point.wall_time
         series.setdefault((point.key, point.rank), {}).setdefault(point.step, (point.value, wall_time))
@@ -100,12 +102,7 @@ def _gather(batch: MetricBatch, now: float) -> dict[tuple[str, int], dict[int, t
     return series
 
 
-def _new_points(
-    session: Session,
-    run_id: int,
-    key_ids: dict[str, int],
-    gathered: dict[tuple[str, int], dict[int, tuple[float, float]]],
-) -> Fresh:
+def _new_points(session: Session, run_id: int, key_ids: dict[str, int], gathered: Gathered) -> Fresh:
     """The gathered points not stored yet (against the store the first value wins), keyed by key id.
     Drops the stored steps from ``gathered``'s own dicts rather than copying them."""
     fresh: Fresh = {}

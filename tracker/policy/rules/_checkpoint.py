@@ -8,7 +8,7 @@ from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import improves
-from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
+from tracker.policy._types import Context, Observation, Ties, Verdict, better, fmt
 
 
 class CheckpointParams(RuleParams):
@@ -39,7 +39,7 @@ class Checkpoint(Rule[CheckpointParams]):
         if obs.step < p.warmup:
             return state, None
         previous, previous_step = state["best"], state["best_step"]
-        if previous is not None and (obs.value < previous if self.mode == "max" else obs.value > previous):
+        if previous is not None and better(previous, obs.value, self.mode):
             return state, None  # worse than the best: no margin or tie rule can make it a new best
         if not improves(
             obs.value, previous, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties

@@ -6,7 +6,7 @@ import math
 from typing import Literal
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy._types import Context, Observation, Verdict, better, fmt
 
 
 class NonFiniteParams(RuleParams):
@@ -33,7 +33,7 @@ class NonFinite(Rule[NonFiniteParams]):
         value = obs.value
         if math.isfinite(value):
             best = state["best"]
-            if best is None or (value > best if self.mode == "max" else value < best):  # strictly better
+            if best is None or better(value, best, self.mode):
                 return {**state, "best": value, "best_step": obs.step}, None
             return state, None
         best, best_step = state["best"], state["best_step"]
