@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from pathlib import Path
@@ -77,48 +76,55 @@ def test_series_endpoint_downsamples_a_long_run(client: httpx.Client) -> None:
     )
 
 
-def _stored(
-    url: str,
-) -> tuple[dict[tuple[int, int, int, int], tuple], dict[tuple[int, int, int, int], tuple]]:
-    """The ``series_block`` rows, and the summaries recomputed from the stored points, keyed alike."""
+def _stored(url: str) -> tuple[dict[tuple, tuple], dict[tuple, tuple], dict[tuple, tuple]]:
+    """The ``metric_block`` summaries, the summaries recomputed from the packed points, keyed alike
+    (run_id, key_id, rank, block), and the points: (rank, step) -> (value, wall_time)."""
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            kept = {
-                tuple(row[:4]): tuple(row[4:])
-                for row in connection.execute(text("SELECT * FROM series_block"))
-            }
             rows = connection.execute(
                 text(
-                    "SELECT run_id, key_id, rank, step, value, wall_time FROM metric_point "
-                    "ORDER BY run_id, key_id, rank, step"
+                    "SELECT run_id, key_id, rank, block, points, first_step, first_wall, min_value, "
+                    "min_step, min_wall, max_value, max_step, max_wall, step_data, value_data, wall_data "
+                    "FROM metric_block ORDER BY run_id, key_id, rank, block"
                 )
-            )
-            expected = {}
-            for (run_id, key_id, rank), points in itertools.groupby(rows, key=lambda row: row[:3]):
-                for block, summary in summarise((row[3], (row[4], row[5])) for row in points).items():
-                    expected[(run_id, key_id, rank, block)] = tuple(summary)
+            ).all()
     finally:
         engine.dispose()
-    return kept, expected
+    kept = {tuple(row[:4]): tuple(row[4:13]) for row in rows}
+    expected, points = {}, {}
+    for row in rows:
+        steps = np.frombuffer(row[13], "<i8").tolist()
+        values = np.frombuffer(row[14], "<f8").tolist()
+        walls = np.frombuffer(row[15], "<f8").tolist()
+        assert steps == sorted(set(steps))  # packed in step order, each step once
+        assert all(step // BLOCK_STEPS == row[3] for step in steps)
+        for block, summary in summarise(zip(steps, zip(values, walls, strict=True), strict=True)).items():
+            expected[(*row[:3], block)] = tuple(summary)
+        points |= {
+            (row[2], step): (value, wall) for step, value, wall in zip(steps, values, walls, strict=True)
+        }
+    return kept, expected, points
 
 
 def _same(a: dict, b: dict) -> bool:
-    """Equal, NaN-aware (PostgreSQL keeps NaN, SQLite NULL; summaries never hold either)."""
+    """Equal, NaN-aware (points hold NaN; summaries never do)."""
     return a.keys() == b.keys() and all(
         all(x == y or (x != x and y != y) for x, y in zip(a[k], b[k], strict=True)) for k in a
     )
 
 
-def _ingest_awkward_series(url: str) -> None:
+def _ingest_awkward_series(url: str) -> dict[tuple, tuple]:
     """Batches out of step order, overlapping (the first value of a step wins), with NaN and +-inf, on
-    two ranks, and a block that holds nothing but NaN."""
+    two ranks, and a block that holds nothing but NaN; returns the points that must be stored, (rank,
+    step) -> (value, wall_time)."""
     migrate.upgrade(url)
     database = Database(url)
     try:
         run = runs.create_or_join(database, RunCreate.model_validate({"project": "p", "experiment": "e"}))
         keys = KeyCache()
         rng = np.random.default_rng(7)
+        sent: dict[tuple, tuple] = {}
         chunks = [(s, s + 700) for s in range(0, 6300, 700)]
         rng.shuffle(chunks)
         for number, (low, high) in enumerate([*chunks, (300, 2500)]):
@@ -139,37 +145,46 @@ def _ingest_awkward_series(url: str) -> None:
                 }
             )
             ingest.ingest(database, keys, run.id, batch)
+            for rank in (0, 1):
+                for step, value in zip(steps, values, strict=True):
+                    sent.setdefault((rank, step), (value, float(step)))
     finally:
         database.dispose()
+    return sent
 
 
-def test_block_summaries_match_the_stored_points_on_sqlite(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'blocks.db'}"
-    _ingest_awkward_series(url)
-    kept, expected = _stored(url)
+def _check_awkward_series(url: str) -> None:
+    sent = _ingest_awkward_series(url)
+    kept, expected, points = _stored(url)
     assert len(kept) == 2 * math.ceil(6300 / BLOCK_STEPS)  # steps 0..6299 on each of 2 ranks
     assert _same(kept, expected)
+    assert _same(points, sent)  # every point once, the first value sent for its step, NaN and +-inf kept
     nan_only = [s for key, s in kept.items() if 3072 <= key[3] * BLOCK_STEPS < 4096 - BLOCK_STEPS + 1]
     assert nan_only
     assert all(summary[3] is None for summary in nan_only)  # blocks of only NaN: no min, no max
 
 
-def test_block_summaries_match_the_stored_points_on_postgres(postgres_url: str) -> None:
-    _ingest_awkward_series(postgres_url)
-    kept, expected = _stored(postgres_url)
-    assert len(kept) == 2 * math.ceil(6300 / BLOCK_STEPS)
-    assert _same(kept, expected)
+def test_blocks_hold_the_first_value_of_each_step_and_their_summaries_on_sqlite(tmp_path: Path) -> None:
+    _check_awkward_series(f"sqlite:///{tmp_path / 'blocks.db'}")
 
 
-def test_the_migration_summarises_points_stored_before_it(tmp_path: Path) -> None:
+def test_blocks_hold_the_first_value_of_each_step_and_their_summaries_on_postgres(
+    postgres_url: str,
+) -> None:
+    _check_awkward_series(postgres_url)
+
+
+def test_migrations_keep_points_and_summaries_stored_before_them(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     _ingest_awkward_series(url)
-    kept, _ = _stored(url)
-    migrate.downgrade(url, "0005")  # as a database made before block summaries existed
+    kept, _, points = _stored(url)
+    # Back to a point per row and no summaries (as a database made before either existed), and up again.
+    migrate.downgrade(url, "0005")
     migrate.upgrade(url)
-    again, expected = _stored(url)
+    again, expected, points_again = _stored(url)
     assert _same(again, kept)
     assert _same(again, expected)
+    assert _same(points_again, points)
 
 
 def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> None:

@@ -1,7 +1,7 @@
 """SQLAlchemy 2 models. The schema is made only by the Alembic revisions in ``migrations/``.
 
-Point values keep NaN and +-inf: PostgreSQL stores them natively, SQLite turns NaN into NULL,
-so ``metric_point.value IS NULL`` means NaN on both backends (a value is never missing).
+Point values keep NaN and +-inf: they live packed as IEEE doubles in ``metric_block``; a summary's
+min and max are NULL when its block holds only NaN.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -97,31 +98,21 @@ class MetricKey(Base):
     name: Mapped[str] = mapped_column(String(250), unique=True)
 
 
-class MetricPoint(Base):
-    """One value of one key of one rank at one step. Narrow on purpose: there are millions."""
+class MetricBlock(Base):
+    """One series' points (one key of one rank of one run) in a block of ``BLOCK_STEPS`` steps
+    (block = step // BLOCK_STEPS): the points themselves, packed, and a summary of them.
 
-    __tablename__ = "metric_point"
-    __table_args__ = ({"sqlite_with_rowid": False},)
+    Packed because there are millions of points: a row per point cost more to insert than everything else
+    in ingest together, and a foreign-key check each on PostgreSQL. ``step_data`` holds the steps as
+    little-endian int64 in ascending order, ``value_data`` and ``wall_data`` the values and wall times as
+    little-endian float64 in the same order (NaN and +-inf kept bit for bit).
 
-    run_id: Mapped[int] = mapped_column(
-        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
-    )
-    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
-    rank: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    step: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    value: Mapped[float | None] = mapped_column(Float, nullable=True)
-    wall_time: Mapped[float] = mapped_column(Float)
-
-
-class SeriesBlock(Base):
-    """A summary of one series' points in a block of ``BLOCK_STEPS`` steps (block = step // BLOCK_STEPS),
-    kept by ingest in the points' transaction: how many, the first, and the lowest and highest value
-    (NaN left out; NULL when the block holds only NaN), each with its step and wall time.
-
-    A million-point curve downsampled for drawing reads ~4,000 of these instead of a million points.
+    The summary, kept by ingest in the same transaction: how many points, the first and the last step, and
+    the lowest and highest value (NaN left out; NULL when the block holds only NaN), each with its step and
+    wall time. A million-point curve downsampled for drawing reads ~4,000 summaries and no points.
     """
 
-    __tablename__ = "series_block"
+    __tablename__ = "metric_block"
     __table_args__ = ({"sqlite_with_rowid": False},)
 
     run_id: Mapped[int] = mapped_column(
@@ -139,6 +130,10 @@ class SeriesBlock(Base):
     max_value: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     max_wall: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_step: Mapped[int] = mapped_column(BigInteger)
+    step_data: Mapped[bytes] = mapped_column(LargeBinary)
+    value_data: Mapped[bytes] = mapped_column(LargeBinary)
+    wall_data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 BLOCK_STEPS = 256

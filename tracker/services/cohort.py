@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
+from tracker.db.models import BLOCK_STEPS
 from tracker.policy import PRUNING_RULES
 
 
@@ -50,30 +52,32 @@ class ExperimentCohort:
         return self._cache[key]
 
     def _load(self, step: int, *, finished_only: bool) -> list[float]:
-        mp, r = models.MetricPoint, models.Run
-        on_monitor = and_(mp.run_id == r.id, mp.key_id == self._monitor_id, mp.rank == 0)
+        mb, r = models.MetricBlock, models.Run
+        on_monitor = and_(mb.run_id == r.id, mb.key_id == self._monitor_id, mb.rank == 0)
         exact = self._session.execute(
-            select(mp.value)
+            select(mb.step_data, mb.value_data)
             .join(r, on_monitor)
-            .where(*self._others(finished_only=finished_only), mp.step == step)
-        ).scalars()
-        values = [v for v in exact if v is not None and math.isfinite(v)]
+            .where(*self._others(finished_only=finished_only), mb.block == step // BLOCK_STEPS)
+        )
+        values = []
+        for step_data, value_data in exact:
+            steps = np.frombuffer(step_data, "<i8")
+            index = int(np.searchsorted(steps, step))
+            if index < len(steps) and steps[index] == step:
+                values.append(float(np.frombuffer(value_data, "<f8")[index]))
         if finished_only:
             # Runs stopped early (not pruned) before `step` count with their last value.
-            last_step = (
-                select(mp.run_id, func.max(mp.step).label("last"))
+            last_block = (
+                select(mb.run_id, func.max(mb.block).label("last"))
                 .join(r, on_monitor)
                 .where(*self._others(finished_only=True), r.stop_step.is_not(None), r.stop_step < step)
-                .group_by(mp.run_id)
+                .group_by(mb.run_id)
                 .subquery()
             )
             carried = self._session.execute(
-                select(mp.value)
-                .join(
-                    last_step,
-                    and_(mp.run_id == last_step.c.run_id, mp.step == last_step.c.last),
-                )
-                .where(mp.key_id == self._monitor_id, mp.rank == 0, last_step.c.last < step)
+                select(mb.value_data)
+                .join(last_block, and_(mb.run_id == last_block.c.run_id, mb.block == last_block.c.last))
+                .where(mb.key_id == self._monitor_id, mb.rank == 0, mb.last_step < step)
             ).scalars()
-            values += [v for v in carried if v is not None and math.isfinite(v)]
-        return sorted(values)
+            values += [float(np.frombuffer(data, "<f8")[-1]) for data in carried]
+        return sorted(v for v in values if math.isfinite(v))

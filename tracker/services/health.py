@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import statistics
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.schemas.health import HealthPublic, RankHealth, StragglerVerdict
+from tracker.services import _point_store
 from tracker.services.convert import decision_public
 from tracker.services.decisions import get_run_row
 
@@ -23,41 +24,21 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
     staleness histogram per worker; and the run's alerts."""
     with db.session() as session:
         run = get_run_row(session, run_id)
-        mp, mk = models.MetricPoint, models.MetricKey
-        rows_keys = session.execute(
-            select(mk.id, mk.name).where(
-                mk.name.like("dist/%"),
-                mk.id.in_(select(mp.key_id).where(mp.run_id == run_id).distinct()),
-            )
-        )
+        mk = models.MetricKey
+        stored = {key_id for key_id, _ in _point_store.series_of(session, run_id)}
+        rows_keys = session.execute(select(mk.id, mk.name).where(mk.name.like("dist/%"), mk.id.in_(stored)))
         keys = {key_id: name for key_id, name in rows_keys}
         per_rank: dict[int, dict[str, list[float]]] = {}
         histogram: dict[int, dict[str, float]] = {}
         for key_id, name in keys.items():
-            if name.startswith(HIST_PREFIX):
-                rows = session.execute(
-                    select(mp.rank, func.sum(mp.value))
-                    .where(mp.run_id == run_id, mp.key_id == key_id)
-                    .group_by(mp.rank)
-                )
-                for rank, total in rows:
-                    histogram.setdefault(rank, {})[name[len(HIST_PREFIX) :]] = float(total or 0)
-                continue
-            # The newest `last` reports of each rank (ranks report at different rates).
-            newest = (
-                select(
-                    mp.rank,
-                    mp.value,
-                    func.row_number().over(partition_by=mp.rank, order_by=mp.step.desc()).label("age"),
-                )
-                .where(mp.run_id == run_id, mp.key_id == key_id)
-                .subquery()
-            )
-            rows = session.execute(select(newest.c.rank, newest.c.value).where(newest.c.age <= last))
-            for rank, value in rows:
-                per_rank.setdefault(rank, {}).setdefault(name, []).append(
-                    math.nan if value is None else value
-                )
+            for rank, points in _point_store.read_ranks(session, run_id, key_id).items():
+                if name.startswith(HIST_PREFIX):
+                    histogram.setdefault(rank, {})[name[len(HIST_PREFIX) :]] = math.fsum(
+                        points.values.tolist()
+                    )
+                else:
+                    # The newest `last` reports of each rank (ranks report at different rates).
+                    per_rank.setdefault(rank, {})[name] = points.values[-last:].tolist()[::-1]
         alerts = [
             decision_public(row)
             for row in session.execute(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from contextlib import closing
 from typing import Any
 
@@ -11,25 +10,25 @@ from sqlalchemy import select
 
 from tracker.db import models
 from tracker.db.engine import Database
+from tracker.db.models import BLOCK_STEPS
 from tracker.errors import NotFoundError
 from tracker.schemas.metrics import KeysPublic
+from tracker.services import _point_store
 from tracker.services.decisions import get_run_row
 
 
 def keys(db: Database, run_id: int) -> KeysPublic:
     """The metric keys the run has points for, sorted, with the ranks each key has points from."""
-    mp = models.MetricPoint
     with db.session() as session:
         get_run_row(session, run_id)
-        pairs = session.execute(
-            select(models.MetricKey.name, mp.rank)
-            .join(models.MetricKey, models.MetricKey.id == mp.key_id)
-            .where(mp.run_id == run_id)
-            .distinct()
+        pairs = _point_store.series_of(session, run_id)
+        named = select(models.MetricKey.id, models.MetricKey.name).where(
+            models.MetricKey.id.in_({key_id for key_id, _ in pairs})
         )
-        ranks: dict[str, list[int]] = {}
-        for name, rank in pairs:
-            ranks.setdefault(name, []).append(rank)
+        names = {key_id: name for key_id, name in session.execute(named)}
+    ranks: dict[str, list[int]] = {}
+    for key_id, rank in pairs:
+        ranks.setdefault(names[key_id], []).append(rank)
     ordered = sorted(ranks)
     return KeysPublic(run_id=run_id, keys=ordered, ranks={name: sorted(ranks[name]) for name in ordered})
 
@@ -40,8 +39,9 @@ def page_json(
     """Up to ``limit`` points of ``key`` on ``rank`` from ``start_step`` on, in step order, as JSON: a
     :class:`HistoryPage`, or with ``columns`` a :class:`HistoryColumns` (one list per field).
 
-    Pages hold up to 100,000 points, so the rows come as the driver's own tuples and go to JSON in one
-    pydantic-core call (NaN and +-inf spelled as the schemas spell them), not through a model per point.
+    Pages hold up to 100,000 points: the packed blocks are read through the driver's own cursor until they
+    hold the page, and the page goes to JSON in one pydantic-core call (NaN and +-inf spelled as the
+    schemas spell them), not through a model per point.
     """
     with db.session() as session:
         get_run_row(session, run_id)
@@ -49,32 +49,38 @@ def page_json(
         if key_id is None:
             raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
         where = (
-            "run_id = :run AND key_id = :key AND rank = :rank AND step >= :start ORDER BY step LIMIT :limit"
+            "run_id = :run AND key_id = :key AND rank = :rank AND block >= :block ORDER BY block"
             if db.is_sqlite
-            else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s AND step >= %(start)s "
-            "ORDER BY step LIMIT %(limit)s"
+            else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s AND block >= %(block)s "
+            "ORDER BY block"
         )
-        # The driver's own cursor gives plain tuples: no row object per point.
+        blocks: list[Any] = []
+        held = 0
         with closing(session.connection().connection.cursor()) as cursor:
             cursor.execute(
-                f"SELECT step, value, wall_time FROM metric_point WHERE {where}",
-                {"run": run_id, "key": key_id, "rank": rank, "start": start_step, "limit": limit + 1},
+                f"SELECT step_data, value_data, wall_data FROM metric_block WHERE {where}",
+                {"run": run_id, "key": key_id, "rank": rank, "block": start_step // BLOCK_STEPS},
             )
-            rows = list(cursor.fetchall())
-    next_step = rows.pop()[0] if len(rows) > limit else None
+            # Enough blocks for the page and the step after it (the next page's start); the first block
+            # may hold up to BLOCK_STEPS - 1 points before ``start_step``.
+            while held <= limit + BLOCK_STEPS:
+                fetched = cursor.fetchmany((limit + BLOCK_STEPS - held) // BLOCK_STEPS + 1)
+                if not fetched:
+                    break
+                blocks += fetched
+                held += sum(len(row[0]) for row in fetched) // 8
+    points = _point_store.unpack(blocks).between(start_step, None)
+    next_step = int(points.steps[limit]) if len(points) > limit else None
+    steps = points.steps[:limit].tolist()
+    values = points.values[:limit].tolist()
+    wall_times = points.wall_times[:limit].tolist()
     body: dict[str, Any] = {"run_id": run_id, "key": key, "rank": rank}
     if columns:
-        # One comprehension per column: zip(*rows) over 100,000 rows is several times slower.
-        steps = [row[0] for row in rows]
-        values = [row[1] for row in rows]
-        wall_times = [row[2] for row in rows]
-        if None in values:  # SQLite's NaN
-            values = [math.nan if value is None else value for value in values]
         body |= {"steps": steps, "values": values, "wall_times": wall_times}
     else:
         body["points"] = [
-            {"step": step, "value": math.nan if value is None else value, "wall_time": wall_time}
-            for step, value, wall_time in rows
+            {"step": step, "value": value, "wall_time": wall_time}
+            for step, value, wall_time in zip(steps, values, wall_times, strict=True)
         ]
     body["next_step"] = next_step
     return to_json(body, inf_nan_mode="strings")

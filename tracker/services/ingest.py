@@ -62,9 +62,8 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
             return Ingested(replayed, 0)
         gathered = _gather(batch, now)
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
-        fresh = _new_points(session, run_id, key_ids, gathered)
+        fresh = _store_new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
-        _point_store.insert_points(session, run_id, fresh)
         deliveries = _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         run.last_heartbeat = moment
@@ -102,17 +101,12 @@ def _gather(batch: MetricBatch, now: float) -> Gathered:
     return series
 
 
-def _new_points(session: Session, run_id: int, key_ids: dict[str, int], gathered: Gathered) -> Fresh:
-    """The gathered points not stored yet (against the store the first value wins), keyed by key id.
-    Drops the stored steps from ``gathered``'s own dicts rather than copying them."""
-    fresh: Fresh = {}
-    for (key, rank), points in gathered.items():
-        key_id = key_ids[key]
-        for step in _point_store.stored_steps(session, run_id, key_id, rank, points):
-            del points[step]
-        if points:
-            fresh[(key_id, rank)] = points
-    return fresh
+def _store_new_points(session: Session, run_id: int, key_ids: dict[str, int], gathered: Gathered) -> Fresh:
+    """Store the gathered points not stored yet (against the store the first value wins) and return them,
+    keyed by key id. The stored steps are dropped from ``gathered``'s own dicts rather than copied."""
+    series: Fresh = {(key_ids[key], rank): points for (key, rank), points in gathered.items()}
+    _point_store.store(session, run_id, series)
+    return {pair: points for pair, points in series.items() if points}
 
 
 def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float) -> int:
@@ -252,15 +246,12 @@ def _ready_steps(
         )
     if not any(key_id == monitor_id for key_id, _ in fresh):
         return []
-    mp = models.MetricPoint
-    rows = session.execute(
-        select(mp.step, mp.rank, mp.value, mp.wall_time)
-        .where(mp.run_id == run.id, mp.key_id == monitor_id, mp.step > run.judged_step)
-        .order_by(mp.step)
-    )
     by_step: dict[int, list[tuple[float, float]]] = {}
-    for step, _rank, value, wall_time in rows:
-        by_step.setdefault(step, []).append((math.nan if value is None else value, wall_time))
+    for stored in _point_store.read_ranks(session, run.id, monitor_id, first=run.judged_step + 1).values():
+        for step, value, wall_time in zip(
+            stored.steps.tolist(), stored.values.tolist(), stored.wall_times.tolist(), strict=True
+        ):
+            by_step.setdefault(step, []).append((value, wall_time))
     ready = []
     for step in sorted(by_step):
         points = by_step[step]
@@ -311,7 +302,6 @@ def _extras(
         for step in steps:
             if step in points:
                 extras[step][key] = points[step][0]
-    mp = models.MetricPoint
     for key in keys:
         missing = [step for step in steps if key not in extras[step]]
         if not missing:
@@ -319,13 +309,10 @@ def _extras(
         stored_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
         if stored_id is None:
             continue
-        rows = session.execute(
-            select(mp.step, mp.value)
-            .where(mp.run_id == run_id, mp.key_id == stored_id, mp.rank == 0, mp.step <= max(missing))
-            .order_by(mp.step.desc())
-            .limit(len(missing) + 1)
+        stored = _point_store.newest(
+            session, run_id, stored_id, 0, len(missing) + 1, at_or_before=max(missing)
         )
-        known = sorted((step, math.nan if value is None else value) for step, value in rows)
+        known = list(zip(stored.steps.tolist(), stored.values.tolist(), strict=True))
         for step in missing:
             earlier = [value for s, value in known if s <= step]
             if earlier:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.schemas._common import as_utc, json_safe
 from tracker.schemas.summary import Convergence, RunSummaryPublic, SummaryUpdate, finite_or_none
+from tracker.services import _point_store
 from tracker.services.decisions import get_run_row
 
 # Timestamps of the newest points inferred time per step is taken from: enough for a stable median,
@@ -48,24 +48,13 @@ def _key_id(session: Session, name: str) -> int | None:
 
 
 def _wall_time_at(session: Session, run_id: int, key_id: int, step: int) -> float | None:
-    mp = models.MetricPoint
-    return session.execute(
-        select(func.min(mp.wall_time)).where(mp.run_id == run_id, mp.key_id == key_id, mp.step == step)
-    ).scalar()
-
-
-def _last_steps(session: Session, run_id: int) -> dict[int, int]:
-    """Each key's last step on rank 0: one index seek per key (the primary key is run, key, rank, step)."""
-    mp = models.MetricPoint
-    key_ids = session.execute(select(mp.key_id).where(mp.run_id == run_id).distinct()).scalars().all()
-    last_steps: dict[int, int] = {}
-    for key_id in key_ids:
-        last = session.execute(
-            select(func.max(mp.step)).where(mp.run_id == run_id, mp.key_id == key_id, mp.rank == 0)
-        ).scalar()
-        if last is not None:
-            last_steps[key_id] = last
-    return last_steps
+    """The earliest wall time of the key's point at ``step`` over the ranks that logged it."""
+    walls = [
+        float(points.wall_times[0])
+        for points in _point_store.read_ranks(session, run_id, key_id, first=step, last=step).values()
+        if len(points)
+    ]
+    return min(walls) if walls else None
 
 
 def _inferred_step_time(
@@ -75,18 +64,13 @@ def _inferred_step_time(
     the key logged every step, when there is one."""
     if not last_steps:
         return None
-    mp = models.MetricPoint
     key_id = max(last_steps, key=lambda k: (last_steps[k], -k))
-    rows = session.execute(
-        select(mp.step, mp.wall_time)
-        .where(mp.run_id == run_id, mp.key_id == key_id, mp.rank == 0)
-        .order_by(mp.step.desc())
-        .limit(_INFER_FROM_LAST + 1)
-    ).all()
+    newest = _point_store.newest(session, run_id, key_id, 0, _INFER_FROM_LAST + 1)
+    steps, walls = newest.steps.tolist(), newest.wall_times.tolist()
     rates = [
-        (newer.wall_time - older.wall_time) / (newer.step - older.step)
-        for newer, older in itertools.pairwise(rows)
-        if newer.step > older.step
+        (walls[i + 1] - walls[i]) / (steps[i + 1] - steps[i])
+        for i in range(len(steps) - 1)
+        if steps[i + 1] > steps[i]
     ]
     if not rates:
         return None
@@ -119,7 +103,7 @@ def convergence(session: Session, run: models.Run) -> Convergence:
         result["duration_s"] = as_utc(run.ended_at).timestamp() - start
     last_steps: dict[int, int] | None = None  # looked up only when a figure below needs it
     if run.ended_at is None:
-        last_steps = _last_steps(session, run.id)
+        last_steps = _point_store.last_steps(session, run.id, rank=0)
         ends = [_wall_time_at(session, run.id, key_id, step) for key_id, step in last_steps.items()]
         latest = max((end for end in ends if end is not None), default=None)
         result["duration_s"] = latest - start if latest is not None else None
@@ -129,7 +113,7 @@ def convergence(session: Session, run: models.Run) -> Convergence:
         result["time_per_step_source"] = "step_timer"
     else:
         if last_steps is None:
-            last_steps = _last_steps(session, run.id)
+            last_steps = _point_store.last_steps(session, run.id, rank=0)
         inferred = _inferred_step_time(session, run.id, last_steps)
         if inferred is not None:
             result["time_per_step_s"], result["time_per_step_source"] = inferred
