@@ -30,7 +30,7 @@ class PointIn(Schema):
 def _metric_values(raw: Any) -> Any:
     # The per-point rules of MetricValue over a whole column, with one Python call per column rather than
     # per value: a column of plain floats (the common case) passes untouched.
-    if not isinstance(raw, list) or all(type(v) is float for v in raw):
+    if not isinstance(raw, list) or set(map(type, raw)) <= {float}:
         return raw
     parsed = []
     for index, value in enumerate(raw):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,15 +49,32 @@ _BLOCK_COLUMNS = ("run_id", "key_id", "rank", "block", *SUMMARY_COLUMNS, "last_s
 _DATA_COLUMNS = ("step_data", "value_data", "wall_data")
 _ALL_COLUMNS = (*_BLOCK_COLUMNS, *_DATA_COLUMNS)
 _MARKS = {"sqlite": "?", "postgresql": "%s"}
-# Every column but the key is replaced: the row is rewritten whole from what was read under the lock.
-_UPSERT = {
-    dialect: f"INSERT INTO metric_block ({', '.join(_ALL_COLUMNS)}) "
-    f"VALUES ({', '.join([mark] * len(_ALL_COLUMNS))}) "
-    "ON CONFLICT (run_id, key_id, rank, block) DO UPDATE SET "
-    + ", ".join(f"{column} = excluded.{column}" for column in _ALL_COLUMNS[4:])
-    for dialect, mark in _MARKS.items()
-}
-# How many series one read of stored blocks asks for (one OR term each; each term is a key range).
+
+
+def _upsert(dialect: str, *, append: bool) -> str:
+    """Write block rows: a new block is inserted; a stored one takes the row's summary and either its data
+    whole (``append=False``) or the row's data appended to the stored data, in the database, so a block
+    being extended is never read back (``append=True``)."""
+    mark = _MARKS[dialect]
+    if not append:
+        data = [f"{column} = excluded.{column}" for column in _DATA_COLUMNS]
+    elif dialect == "sqlite":
+        # SQLite's || concatenates the bytes of two blobs (as text in the database's UTF-8, unchanged;
+        # the CAST makes the result a blob again).
+        data = [f"{c} = CAST(metric_block.{c} || excluded.{c} AS BLOB)" for c in _DATA_COLUMNS]
+    else:
+        data = [f"{column} = metric_block.{column} || excluded.{column}" for column in _DATA_COLUMNS]
+    return (
+        f"INSERT INTO metric_block ({', '.join(_ALL_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(_ALL_COLUMNS))}) "
+        "ON CONFLICT (run_id, key_id, rank, block) DO UPDATE SET "
+        + ", ".join([*(f"{column} = excluded.{column}" for column in _BLOCK_COLUMNS[4:]), *data])
+    )
+
+
+_APPEND = {dialect: _upsert(dialect, append=True) for dialect in _MARKS}
+_REPLACE = {dialect: _upsert(dialect, append=False) for dialect in _MARKS}
+# How many series one read of stored blocks asks for (a primary-key range each).
 _SERIES_PER_READ = 100
 
 
@@ -129,40 +147,57 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
     """
     wanted: dict[tuple[int, int, int], list[int]] = {}
     for (key_id, rank), points in series.items():
-        for step in points:
-            block = step // BLOCK_STEPS
-            steps = wanted.get((key_id, rank, block))
-            if steps is None:
-                wanted[(key_id, rank, block)] = [step]
-            else:
-                steps.append(step)
+        steps = sorted(points)
+        # Cut the sorted steps at block boundaries: a step a block of work, not a step a dict lookup.
+        start = 0
+        while start < len(steps):
+            block = steps[start] // BLOCK_STEPS
+            end = bisect_left(steps, (block + 1) * BLOCK_STEPS, start)
+            wanted[(key_id, rank, block)] = steps[start:end]
+            start = end
     if not wanted:
         return
     connection = session.connection()
     dialect = connection.dialect.name
-    stored = _stored_blocks(connection, dialect, run_id, wanted)
-    rows = []
+    stored = _stored_summaries(connection, dialect, run_id, wanted)
+    appended, replaced, between = [], [], []
     for (key_id, rank, block), steps in wanted.items():
         points = series[(key_id, rank)]
-        row = stored.get((key_id, rank, block))
-        steps.sort()
-        if row is not None and steps[0] <= row[9]:  # some steps at or before the block's last: check them
-            held = set(np.frombuffer(row[10], _STEP_DTYPE).tolist())
-            for step in held.intersection(steps):
-                del points[step]
-            steps = [step for step in steps if step not in held]
-            if not steps:
-                continue
-        rows.append(_block_row(run_id, key_id, rank, block, steps, points, row))
-    if rows:
-        connection.exec_driver_sql(_UPSERT[dialect], rows)
+        summary = stored.get((key_id, rank, block))
+        if summary is None or steps[0] > summary[9]:  # a new block, or the batch extends it: no read
+            values = [points[step][0] for step in steps]
+            walls = [points[step][1] for step in steps]
+            new = summarise_block(steps, values, walls)
+            merged = new if summary is None else combine(summary[:9], new)
+            data = (pack_steps(steps), pack_floats(values), pack_floats(walls))
+            appended.append((run_id, key_id, rank, block, *merged, steps[-1], *data))
+            continue
+        between.append(((key_id, rank, block), steps, summary))
+    if between:
+        # Steps at or before a block's last (batches arriving out of order): some may be stored already,
+        # the rest go in between. One read for all such blocks.
+        held = _stored_data(connection, dialect, run_id, [key for key, _, _ in between])
+        for (key_id, rank, block), steps, summary in between:
+            row = _merged_block(
+                (run_id, key_id, rank, block),
+                steps,
+                series[(key_id, rank)],
+                summary,
+                held[(key_id, rank, block)],
+            )
+            if row is not None:
+                replaced.append(row)
+    if appended:
+        connection.exec_driver_sql(_APPEND[dialect], appended)
+    if replaced:
+        connection.exec_driver_sql(_REPLACE[dialect], replaced)
 
 
-def _stored_blocks(
+def _stored_summaries(
     connection: Any, dialect: str, run_id: int, wanted: Mapping[tuple[int, int, int], object]
-) -> dict[tuple[int, int, int], tuple[Any, ...]]:
-    """The stored rows of the blocks ``wanted`` touches (key_id, rank, block) -> row in _ALL_COLUMNS'
-    order from ``points`` on: one statement per ``_SERIES_PER_READ`` series, one key range per series."""
+) -> dict[tuple[int, int, int], Summary]:
+    """The stored summaries and last steps of the blocks ``wanted`` touches, (key_id, rank, block) ->
+    [*summary, last_step]: one statement per ``_SERIES_PER_READ`` series, and no block's data."""
     ranges: dict[tuple[int, int], list[int]] = {}
     for key_id, rank, block in wanted:
         span = ranges.get((key_id, rank))
@@ -173,76 +208,82 @@ def _stored_blocks(
         elif block > span[1]:
             span[1] = block
     mark = _MARKS[dialect]
-    term = f"(key_id = {mark} AND rank = {mark} AND block BETWEEN {mark} AND {mark})"
+    # One arm per series, each a primary-key range: with the run outside an OR of the series, SQLite
+    # would scan every block of the run.
+    arm = (
+        f"SELECT {', '.join(_BLOCK_COLUMNS[1:])} FROM metric_block "
+        f"WHERE run_id = {mark} AND key_id = {mark} AND rank = {mark} AND block BETWEEN {mark} AND {mark}"
+    )
     pairs = list(ranges.items())
-    stored: dict[tuple[int, int, int], tuple[Any, ...]] = {}
+    stored: dict[tuple[int, int, int], Summary] = {}
     for start in range(0, len(pairs), _SERIES_PER_READ):
         chunk = pairs[start : start + _SERIES_PER_READ]
-        params: list[Any] = [run_id]
+        params: list[Any] = []
         for (key_id, rank), (low, high) in chunk:
-            params += (key_id, rank, low, high)
-        sql = (
-            f"SELECT {', '.join(_ALL_COLUMNS[1:])} FROM metric_block WHERE run_id = {mark} AND ("
-            + " OR ".join([term] * len(chunk))
-            + ")"
-        )
-        for row in connection.exec_driver_sql(sql, tuple(params)):
-            stored[(row[0], row[1], row[2])] = tuple(row[3:])
+            params += (run_id, key_id, rank, low, high)
+        for row in connection.exec_driver_sql(" UNION ALL ".join([arm] * len(chunk)), tuple(params)):
+            stored[(row[0], row[1], row[2])] = list(row[3:])
     return stored
 
 
-def _block_row(
-    run_id: int,
-    key_id: int,
-    rank: int,
-    block: int,
-    steps: list[int],
-    points: Mapping[int, tuple[float, float]],
-    stored: tuple[Any, ...] | None,
-) -> tuple[Any, ...]:
-    """The block's row with the new ``steps`` (sorted, none of them stored) of ``points`` added to the
-    ``stored`` row (summary, last step, data; None for a new block)."""
-    new_values = [points[step][0] for step in steps]
-    new_walls = [points[step][1] for step in steps]
-    summary = summarise_block(steps, new_values, new_walls)
-    if stored is None:
-        data = (pack_steps(steps), pack_floats(new_values), pack_floats(new_walls))
-        return (run_id, key_id, rank, block, *summary, steps[-1], *data)
-    summary = combine(list(stored[:9]), summary)
-    last_step = stored[9]
-    if steps[0] > last_step:  # the common case: the batch extends the block
-        data = (
-            stored[10] + pack_steps(steps),
-            stored[11] + pack_floats(new_values),
-            stored[12] + pack_floats(new_walls),
-        )
-        return (run_id, key_id, rank, block, *summary, steps[-1], *data)
-    # Steps arriving out of order: merge them in, keeping step order.
-    all_steps = np.concatenate([np.frombuffer(stored[10], _STEP_DTYPE), np.array(steps, _STEP_DTYPE)])
-    order = np.argsort(all_steps, kind="stable")
-    values = np.concatenate([np.frombuffer(stored[11], _FLOAT_DTYPE), np.array(new_values, _FLOAT_DTYPE)])
-    walls = np.concatenate([np.frombuffer(stored[12], _FLOAT_DTYPE), np.array(new_walls, _FLOAT_DTYPE)])
-    data = (
-        all_steps[order].astype(_STEP_DTYPE).tobytes(),
-        values[order].astype(_FLOAT_DTYPE).tobytes(),
-        walls[order].astype(_FLOAT_DTYPE).tobytes(),
+def _stored_data(
+    connection: Any, dialect: str, run_id: int, blocks: list[tuple[int, int, int]]
+) -> dict[tuple[int, int, int], Points]:
+    """The points of stored blocks (key_id, rank, block), one statement per ``_SERIES_PER_READ``."""
+    mark = _MARKS[dialect]
+    arm = (
+        "SELECT key_id, rank, block, step_data, value_data, wall_data FROM metric_block "
+        f"WHERE run_id = {mark} AND key_id = {mark} AND rank = {mark} AND block = {mark}"
     )
-    return (run_id, key_id, rank, block, *summary, max(last_step, steps[-1]), *data)
+    found: dict[tuple[int, int, int], Points] = {}
+    for start in range(0, len(blocks), _SERIES_PER_READ):
+        chunk = blocks[start : start + _SERIES_PER_READ]
+        params = tuple(value for block in chunk for value in (run_id, *block))
+        for row in connection.exec_driver_sql(" UNION ALL ".join([arm] * len(chunk)), params):
+            found[(row[0], row[1], row[2])] = unpack([row[3:]])
+    return found
+
+
+def _merged_block(
+    key: tuple[int, int, int, int],
+    steps: list[int],
+    points: dict[int, tuple[float, float]],
+    summary: Summary,
+    held: Points,
+) -> tuple[Any, ...] | None:
+    """The stored block ``key`` (run_id, key_id, rank, block), holding ``held`` and summarised by
+    ``summary`` (with its last step), with ``steps`` (sorted) of ``points`` merged in, in step order, as a
+    whole row; the steps it holds already are deleted from ``points`` (the stored value wins). None when
+    nothing is new."""
+    wanted = np.array(steps, _STEP_DTYPE)
+    at = np.searchsorted(held.steps, wanted)
+    stored = held.steps[np.minimum(at, len(held.steps) - 1)] == wanted
+    if stored.any():
+        for step in wanted[stored].tolist():
+            del points[step]
+        wanted, at = wanted[~stored], at[~stored]
+        steps = wanted.tolist()
+        if not steps:
+            return None
+    values = [points[step][0] for step in steps]
+    walls = [points[step][1] for step in steps]
+    merged = combine(summary[:9], summarise_block(steps, values, walls))
+    # Both sides are in step order: insert the new points at their places, no sort needed.
+    data = (
+        np.insert(held.steps, at, wanted).astype(_STEP_DTYPE).tobytes(),
+        np.insert(held.values, at, values).astype(_FLOAT_DTYPE).tobytes(),
+        np.insert(held.wall_times, at, walls).astype(_FLOAT_DTYPE).tobytes(),
+    )
+    return (*key, *merged, max(summary[9], steps[-1]), *data)
 
 
 def summarise_block(steps: Sequence[int], values: Sequence[float], walls: Sequence[float]) -> Summary:
     """The summary of one block's points given in step order (see :data:`SUMMARY_COLUMNS`)."""
     summary: Summary = [len(steps), steps[0], walls[0], None, None, None, None, None, None]
-    low = high = None
-    for index, value in enumerate(values):
-        if value != value:  # NaN
-            continue
-        # Strict comparisons: in step order a tie keeps the earlier step.
-        if low is None or value < values[low]:
-            low = index
-        if high is None or value > values[high]:
-            high = index
-    if low is not None and high is not None:
+    finite = [value for value in values if value == value]  # NaN left out
+    if finite:
+        # index() finds the first occurrence: in step order, a tie keeps the earlier step.
+        low, high = values.index(min(finite)), values.index(max(finite))
         summary[3:] = (values[low], steps[low], walls[low], values[high], steps[high], walls[high])
     return summary
 
