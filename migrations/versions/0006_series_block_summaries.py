@@ -8,16 +8,31 @@ Create Date: 2026-11-22
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
-
-from tracker.services._point_store import SUMMARY_COLUMNS, summarise
 
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
+
+# Frozen here as they were at this revision, so later changes to the live code cannot change what this
+# migration writes.
+BLOCK_STEPS = 256
+SUMMARY_COLUMNS = (
+    "points",
+    "first_step",
+    "first_wall",
+    "min_value",
+    "min_step",
+    "min_wall",
+    "max_value",
+    "max_step",
+    "max_wall",
+)
 
 
 def upgrade() -> None:
@@ -74,6 +89,28 @@ def _summarise_stored_points() -> None:
                 for block, summary in blocks.items()
             ],
         )
+
+
+def summarise(points: Iterable[tuple[int, tuple[float | None, float]]]) -> dict[int, list[Any]]:
+    """Per block (``step // BLOCK_STEPS``), the summary of ``(step, (value, wall_time))`` points in any
+    order, in SUMMARY_COLUMNS' order; a value that is None (SQLite's NaN) or NaN counts as NaN, +-inf as
+    values; the min and max fields stay None while a block has no value but NaN. Ties go to the earlier
+    step."""
+    blocks: dict[int, list[Any]] = {}
+    for step, (value, wall_time) in points:
+        block = blocks.get(step // BLOCK_STEPS)
+        if block is None:
+            block = blocks[step // BLOCK_STEPS] = [0, step, wall_time, None, None, None, None, None, None]
+        block[0] += 1
+        if step < block[1]:
+            block[1], block[2] = step, wall_time
+        if value is None or value != value:  # NaN
+            continue
+        if block[3] is None or value < block[3] or (value == block[3] and step < block[4]):
+            block[3], block[4], block[5] = value, step, wall_time
+        if block[6] is None or value > block[6] or (value == block[6] and step < block[7]):
+            block[6], block[7], block[8] = value, step, wall_time
+    return blocks
 
 
 def downgrade() -> None:

@@ -41,9 +41,9 @@ _DATA = ("step_data", "value_data", "wall_data")
 _BATCH = 2_000
 
 
-def upgrade() -> None:
-    op.create_table(
-        "metric_block",
+def _key_and_summary_columns() -> list[sa.Column[Any]]:
+    """The columns metric_block shares with the series_block of revision 0006 (new objects per table)."""
+    return [
         sa.Column("run_id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("key_id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("rank", sa.Integer(), autoincrement=False, nullable=False),
@@ -57,6 +57,13 @@ def upgrade() -> None:
         sa.Column("max_value", sa.Float(), nullable=True),
         sa.Column("max_step", sa.BigInteger(), nullable=True),
         sa.Column("max_wall", sa.Float(), nullable=True),
+    ]
+
+
+def upgrade() -> None:
+    op.create_table(
+        "metric_block",
+        *_key_and_summary_columns(),
         sa.Column("last_step", sa.BigInteger(), nullable=False),
         sa.Column("step_data", sa.LargeBinary(), nullable=False),
         sa.Column("value_data", sa.LargeBinary(), nullable=False),
@@ -175,19 +182,7 @@ def downgrade() -> None:
     )
     op.create_table(
         "series_block",
-        sa.Column("run_id", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("key_id", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("rank", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("block", sa.BigInteger(), autoincrement=False, nullable=False),
-        sa.Column("points", sa.Integer(), nullable=False),
-        sa.Column("first_step", sa.BigInteger(), nullable=False),
-        sa.Column("first_wall", sa.Float(), nullable=False),
-        sa.Column("min_value", sa.Float(), nullable=True),
-        sa.Column("min_step", sa.BigInteger(), nullable=True),
-        sa.Column("min_wall", sa.Float(), nullable=True),
-        sa.Column("max_value", sa.Float(), nullable=True),
-        sa.Column("max_step", sa.BigInteger(), nullable=True),
-        sa.Column("max_wall", sa.Float(), nullable=True),
+        *_key_and_summary_columns(),
         sa.ForeignKeyConstraint(
             ["key_id"], ["metric_key.id"], name=op.f("fk_series_block_key_id_metric_key")
         ),

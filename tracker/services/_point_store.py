@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ _STEP_DTYPE = np.dtype("<i8")
 _FLOAT_DTYPE = np.dtype("<f8")
 
 # One block's summary, in the order of SUMMARY_COLUMNS; the min and max fields are None while the block
-# has no value but NaN. (Revision 0006 uses these two names as they were then: keep them stable.)
+# has no value but NaN.
 Summary = list[Any]
 
 SUMMARY_COLUMNS = (
@@ -78,20 +78,22 @@ _REPLACE = {dialect: _upsert(dialect, append=False) for dialect in _MARKS}
 _SERIES_PER_READ = 100
 
 
-def pack_steps(steps: Iterable[int]) -> bytes:
-    """Steps as stored: little-endian int64."""
-    packed = array("q", steps)
+def _pack(typecode: str, numbers: Iterable[float]) -> bytes:
+    """Numbers as stored: little-endian int64 (``"q"``, steps) or float64 (``"d"``, values, wall times)."""
+    packed = array(typecode, numbers)
     if not _LITTLE_ENDIAN:
         packed.byteswap()
     return packed.tobytes()
 
 
-def pack_floats(numbers: Iterable[float]) -> bytes:
-    """Values or wall times as stored: little-endian float64."""
-    packed = array("d", numbers)
-    if not _LITTLE_ENDIAN:
-        packed.byteswap()
-    return packed.tobytes()
+def decode_steps(data: bytes) -> np.ndarray:
+    """A block's ``step_data`` as an int64 array."""
+    return np.frombuffer(data, _STEP_DTYPE)
+
+
+def decode_floats(data: bytes) -> np.ndarray:
+    """A block's ``value_data`` or ``wall_data`` as a float64 array."""
+    return np.frombuffer(data, _FLOAT_DTYPE)
 
 
 @dataclass(frozen=True)
@@ -129,9 +131,9 @@ def unpack(rows: Sequence[Sequence[Any]]) -> Points:
     if not rows:
         return EMPTY
     return Points(
-        np.frombuffer(b"".join(row[0] for row in rows), _STEP_DTYPE),
-        np.frombuffer(b"".join(row[1] for row in rows), _FLOAT_DTYPE),
-        np.frombuffer(b"".join(row[2] for row in rows), _FLOAT_DTYPE),
+        decode_steps(b"".join(row[0] for row in rows)),
+        decode_floats(b"".join(row[1] for row in rows)),
+        decode_floats(b"".join(row[2] for row in rows)),
     )
 
 
@@ -146,8 +148,12 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
     in ``series`` (empty).
     """
     wanted: dict[tuple[int, int, int], list[int]] = {}
+    spans: dict[tuple[int, int], tuple[int, int]] = {}  # per series, its first and last block
     for (key_id, rank), points in series.items():
+        if not points:
+            continue
         steps = sorted(points)
+        spans[(key_id, rank)] = (steps[0] // BLOCK_STEPS, steps[-1] // BLOCK_STEPS)
         # Cut the sorted steps at block boundaries: a step a block of work, not a step a dict lookup.
         start = 0
         while start < len(steps):
@@ -159,7 +165,7 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
         return
     connection = session.connection()
     dialect = connection.dialect.name
-    stored = _stored_summaries(connection, dialect, run_id, wanted)
+    stored = _stored_summaries(connection, dialect, run_id, spans)
     appended, replaced, between = [], [], []
     for (key_id, rank, block), steps in wanted.items():
         points = series[(key_id, rank)]
@@ -169,7 +175,7 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
             walls = [points[step][1] for step in steps]
             new = summarise_block(steps, values, walls)
             merged = new if summary is None else combine(summary[:9], new)
-            data = (pack_steps(steps), pack_floats(values), pack_floats(walls))
+            data = (_pack("q", steps), _pack("d", values), _pack("d", walls))
             appended.append((run_id, key_id, rank, block, *merged, steps[-1], *data))
             continue
         between.append(((key_id, rank, block), steps, summary))
@@ -193,55 +199,46 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
         connection.exec_driver_sql(_REPLACE[dialect], replaced)
 
 
+def _read_arms(
+    connection: Any, dialect: str, columns: str, where: str, arms: list[tuple[Any, ...]]
+) -> Iterator[Any]:
+    """Rows of ``SELECT columns FROM metric_block WHERE where`` for each arm's parameters, ``UNION ALL``
+    of ``_SERIES_PER_READ`` arms a statement. One primary-key lookup per arm: with the run outside an OR
+    of the series, SQLite would scan every block of the run."""
+    arm = f"SELECT {columns} FROM metric_block WHERE {where.replace('?', _MARKS[dialect])}"
+    for start in range(0, len(arms), _SERIES_PER_READ):
+        chunk = arms[start : start + _SERIES_PER_READ]
+        params = tuple(value for params in chunk for value in params)
+        yield from connection.exec_driver_sql(" UNION ALL ".join([arm] * len(chunk)), params)
+
+
 def _stored_summaries(
-    connection: Any, dialect: str, run_id: int, wanted: Mapping[tuple[int, int, int], object]
+    connection: Any, dialect: str, run_id: int, spans: Mapping[tuple[int, int], tuple[int, int]]
 ) -> dict[tuple[int, int, int], Summary]:
-    """The stored summaries and last steps of the blocks ``wanted`` touches, (key_id, rank, block) ->
-    [*summary, last_step]: one statement per ``_SERIES_PER_READ`` series, and no block's data."""
-    ranges: dict[tuple[int, int], list[int]] = {}
-    for key_id, rank, block in wanted:
-        span = ranges.get((key_id, rank))
-        if span is None:
-            ranges[(key_id, rank)] = [block, block]
-        elif block < span[0]:
-            span[0] = block
-        elif block > span[1]:
-            span[1] = block
-    mark = _MARKS[dialect]
-    # One arm per series, each a primary-key range: with the run outside an OR of the series, SQLite
-    # would scan every block of the run.
-    arm = (
-        f"SELECT {', '.join(_BLOCK_COLUMNS[1:])} FROM metric_block "
-        f"WHERE run_id = {mark} AND key_id = {mark} AND rank = {mark} AND block BETWEEN {mark} AND {mark}"
+    """The stored summaries and last steps of each series' blocks from its first to its last block,
+    (key_id, rank, block) -> [*summary, last_step], without any block's data."""
+    rows = _read_arms(
+        connection,
+        dialect,
+        ", ".join(_BLOCK_COLUMNS[1:]),
+        "run_id = ? AND key_id = ? AND rank = ? AND block BETWEEN ? AND ?",
+        [(run_id, key_id, rank, low, high) for (key_id, rank), (low, high) in spans.items()],
     )
-    pairs = list(ranges.items())
-    stored: dict[tuple[int, int, int], Summary] = {}
-    for start in range(0, len(pairs), _SERIES_PER_READ):
-        chunk = pairs[start : start + _SERIES_PER_READ]
-        params: list[Any] = []
-        for (key_id, rank), (low, high) in chunk:
-            params += (run_id, key_id, rank, low, high)
-        for row in connection.exec_driver_sql(" UNION ALL ".join([arm] * len(chunk)), tuple(params)):
-            stored[(row[0], row[1], row[2])] = list(row[3:])
-    return stored
+    return {(row[0], row[1], row[2]): list(row[3:]) for row in rows}
 
 
 def _stored_data(
     connection: Any, dialect: str, run_id: int, blocks: list[tuple[int, int, int]]
 ) -> dict[tuple[int, int, int], Points]:
-    """The points of stored blocks (key_id, rank, block), one statement per ``_SERIES_PER_READ``."""
-    mark = _MARKS[dialect]
-    arm = (
-        "SELECT key_id, rank, block, step_data, value_data, wall_data FROM metric_block "
-        f"WHERE run_id = {mark} AND key_id = {mark} AND rank = {mark} AND block = {mark}"
+    """The points of stored blocks (key_id, rank, block)."""
+    rows = _read_arms(
+        connection,
+        dialect,
+        "key_id, rank, block, step_data, value_data, wall_data",
+        "run_id = ? AND key_id = ? AND rank = ? AND block = ?",
+        [(run_id, *block) for block in blocks],
     )
-    found: dict[tuple[int, int, int], Points] = {}
-    for start in range(0, len(blocks), _SERIES_PER_READ):
-        chunk = blocks[start : start + _SERIES_PER_READ]
-        params = tuple(value for block in chunk for value in (run_id, *block))
-        for row in connection.exec_driver_sql(" UNION ALL ".join([arm] * len(chunk)), params):
-            found[(row[0], row[1], row[2])] = unpack([row[3:]])
-    return found
+    return {(row[0], row[1], row[2]): unpack([row[3:]]) for row in rows}
 
 
 def _merged_block(
@@ -304,27 +301,6 @@ def combine(stored: Summary, new: Summary) -> Summary:
     ):
         out[6:9] = new[6:9]
     return out
-
-
-def summarise(points: Iterable[tuple[int, tuple[float | None, float]]]) -> dict[int, Summary]:
-    """Per block (``step // BLOCK_STEPS``), the summary of ``(step, (value, wall_time))`` points in any
-    order; a value that is None (SQLite's NaN before revision 0007) or NaN counts as NaN, +-inf as values.
-    Ties go to the earlier step."""
-    blocks: dict[int, Summary] = {}
-    for step, (value, wall_time) in points:
-        block = blocks.get(step // BLOCK_STEPS)
-        if block is None:
-            block = blocks[step // BLOCK_STEPS] = [0, step, wall_time, None, None, None, None, None, None]
-        block[0] += 1
-        if step < block[1]:
-            block[1], block[2] = step, wall_time
-        if value is None or value != value:  # NaN
-            continue
-        if block[3] is None or value < block[3] or (value == block[3] and step < block[4]):
-            block[3], block[4], block[5] = value, step, wall_time
-        if block[6] is None or value > block[6] or (value == block[6] and step < block[7]):
-            block[6], block[7], block[8] = value, step, wall_time
-    return blocks
 
 
 # --- reading ----------------------------------------------------------------------------------------

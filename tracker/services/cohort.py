@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from tracker.db import models
 from tracker.db.models import BLOCK_STEPS
 from tracker.policy import PRUNING_RULES
+from tracker.services._point_store import decode_floats, decode_steps
 
 
 class ExperimentCohort:
@@ -61,10 +62,10 @@ class ExperimentCohort:
         )
         values = []
         for step_data, value_data in exact:
-            steps = np.frombuffer(step_data, "<i8")
+            steps = decode_steps(step_data)
             index = int(np.searchsorted(steps, step))
             if index < len(steps) and steps[index] == step:
-                values.append(float(np.frombuffer(value_data, "<f8")[index]))
+                values.append(float(decode_floats(value_data)[index]))
         if finished_only:
             # Runs stopped early (not pruned) before `step` count with their last value.
             last_block = (
@@ -79,5 +80,5 @@ class ExperimentCohort:
                 .join(last_block, and_(mb.run_id == last_block.c.run_id, mb.block == last_block.c.last))
                 .where(mb.key_id == self._monitor_id, mb.rank == 0, mb.last_step < step)
             ).scalars()
-            values += [float(np.frombuffer(data, "<f8")[-1]) for data in carried]
+            values += [float(decode_floats(data)[-1]) for data in carried]
         return sorted(v for v in values if math.isfinite(v))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from tracker.db import models
 from tracker.db.engine import Database
@@ -12,9 +15,12 @@ from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.services.convert import decision_public, no_decision
 
 
-def get_run_row(session: Session, run_id: int, *, lock: bool = False) -> models.Run:
-    """The run, or :class:`NotFoundError`. ``lock`` takes the row lock that serialises a run's writes."""
-    query = select(models.Run).where(models.Run.id == run_id)
+def get_run_row(
+    session: Session, run_id: int, *, lock: bool = False, unloaded: Iterable[Any] = ()
+) -> models.Run:
+    """The run, or :class:`NotFoundError`. ``lock`` takes the row lock that serialises a run's writes;
+    the ``unloaded`` columns are left unread until touched (their JSON is not parsed)."""
+    query = select(models.Run).where(models.Run.id == run_id).options(*(defer(c) for c in unloaded))
     if lock:
         query = query.with_for_update()
     run = session.execute(query).scalar_one_or_none()

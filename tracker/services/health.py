@@ -38,7 +38,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
                     )
                 else:
                     # The newest `last` reports of each rank (ranks report at different rates).
-                    per_rank.setdefault(rank, {})[name] = points.values[-last:].tolist()[::-1]
+                    per_rank.setdefault(rank, {})[name] = points.values[-last:].tolist()
         alerts = [
             decision_public(row)
             for row in session.execute(

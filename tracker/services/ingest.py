@@ -9,11 +9,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import insert, select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.errors import NotFoundError
 from tracker.policy import (
     Context,
     Observation,
@@ -52,12 +51,11 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
     """
     now = time.time()
     with db.session(write=True) as session:
-        run = _locked_run(session, run_id)
-        connection = session.connection()
-        mark = "?" if connection.dialect.name == "sqlite" else "%s"
-        seen = connection.exec_driver_sql(
-            f"SELECT 1 FROM ingest_batch WHERE run_id = {mark} AND batch_id = {mark}",
-            (run_id, batch.batch_id),
+        run = decisions.get_run_row(session, run_id, lock=True, unloaded=_UNUSED_BY_INGEST)
+        # A Core statement, not session.get(): no ORM object is built for a batch id that is never read.
+        ib = models.IngestBatch
+        seen = session.execute(
+            select(ib.run_id).where(ib.run_id == run_id, ib.batch_id == batch.batch_id)
         ).first()
         if seen is not None:
             replayed = IngestResult(
@@ -75,7 +73,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         moment = datetime.fromtimestamp(now, timezone.utc)
         run.last_heartbeat = moment
         duplicates = batch.size() - accepted
-        # The batch's record through the driver: the ORM's unit of work costs more than the statement.
+        # The batch's record as a Core insert: the ORM's unit of work costs more than the statement.
         session.execute(
             insert(models.IngestBatch),
             [
@@ -99,20 +97,6 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
 # Ingest reads and writes the run's progress, never its config, tags or summary: left unloaded, their JSON
 # is not parsed on every batch.
 _UNUSED_BY_INGEST = (models.Run.config, models.Run.tags, models.Run.summary)
-
-
-def _locked_run(session: Session, run_id: int) -> models.Run:
-    """The run under its row lock (see :func:`decisions.get_run_row`), without the columns ingest never
-    reads."""
-    run = session.execute(
-        select(models.Run)
-        .where(models.Run.id == run_id)
-        .options(*(defer(column) for column in _UNUSED_BY_INGEST))
-        .with_for_update()
-    ).scalar_one_or_none()
-    if run is None:
-        raise NotFoundError(f"run {run_id} does not exist")
-    return run
 
 
 def _gather(batch: MetricBatch, now: float) -> Gathered:

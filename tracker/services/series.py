@@ -72,7 +72,6 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
                 mb.max_value,
                 mb.max_step,
                 mb.max_wall,
-                mb.last_step,
             )
             .where(*in_series)
             .order_by(mb.block)
@@ -89,26 +88,23 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
             curve = _point_store.unpack(ends)
             for index in (0, len(curve) - 1):  # the curve's first and last points always come back
                 picked[int(curve.steps[index])] = (
-                    curve.steps[index],
-                    curve.values[index],
-                    curve.wall_times[index],
+                    int(curve.steps[index]),
+                    float(curve.values[index]),
+                    float(curve.wall_times[index]),
                 )
-            ordered = [picked[step] for step in sorted(picked)]
-            points = [PointOut(step=int(s), value=float(v), wall_time=float(w)) for s, v, w in ordered]
-            return SeriesPublic(
-                run_id=run_id, key=key, rank=rank, total=total, downsampled=True, points=points
+            rows = [picked[step] for step in sorted(picked)]
+        else:
+            curve = _point_store.read_series(session, run_id, key_id, rank)
+            chosen = select_indexes(curve.values, limit) if len(curve) > limit else np.arange(len(curve))
+            rows = list(
+                zip(
+                    curve.steps[chosen].tolist(),
+                    curve.values[chosen].tolist(),
+                    curve.wall_times[chosen].tolist(),
+                    strict=True,
+                )
             )
-        curve = _point_store.read_series(session, run_id, key_id, rank)
-    chosen = select_indexes(curve.values, limit) if len(curve) > limit else np.arange(len(curve))
-    steps, values, walls = (
-        curve.steps[chosen].tolist(),
-        curve.values[chosen].tolist(),
-        curve.wall_times[chosen].tolist(),
-    )
-    points = [
-        PointOut(step=step, value=value, wall_time=wall_time)
-        for step, value, wall_time in zip(steps, values, walls, strict=True)
-    ]
+    points = [PointOut(step=step, value=value, wall_time=wall_time) for step, value, wall_time in rows]
     return SeriesPublic(
         run_id=run_id, key=key, rank=rank, total=total, downsampled=len(points) < total, points=points
     )
