@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -210,6 +211,50 @@ def test_oversized_body_is_refused_before_reading(client: httpx.Client) -> None:
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 413
+
+
+def test_oversized_body_without_a_length_is_refused_and_nothing_stored(client: httpx.Client) -> None:
+    run = create_run(client)
+    points = json.dumps([{"key": "loss", "step": 0, "value": 1.0}]).encode()
+
+    def chunks() -> Iterator[bytes]:  # a generator: httpx sends it chunked, with no Content-Length
+        yield b'{"batch_id":"big","points":' + points + b',"pad":"'
+        for _ in range(33):
+            yield b" " * (1024 * 1024)
+        yield b'"}'
+
+    response = client.post(
+        f"/api/v1/runs/{run['id']}/metrics", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 413
+    assert "over the limit" in response.json()["detail"]
+    assert stored_steps(client, run["id"]) == []
+    small = client.post(
+        f"/api/v1/runs/{run['id']}/metrics",
+        content=iter([b'{"batch_id":"small","points":', points, b"}"]),
+        headers={"content-type": "application/json"},
+    )
+    assert small.json()["accepted"] == 1  # a chunked body within the limit is read whole and stored
+
+
+def test_errors_on_the_ingest_path_are_the_routes_own(client: httpx.Client) -> None:
+    """Batches are served before FastAPI's routing; anything but success is answered by the route."""
+    run = create_run(client)
+    wrong_method = client.get(f"/api/v1/runs/{run['id']}/metrics")
+    assert wrong_method.status_code == 405
+    huge_id = ingest(client, 2**63, "x", [])  # past the database's 64-bit ids
+    assert huge_id.status_code == 422
+    assert huge_id.json()["detail"][0]["loc"] == ["path", "run_id"]
+    unknown = ingest(client, 2**63 - 1, "x", [])
+    assert unknown.status_code == 404
+    assert "does not exist" in unknown.json()["detail"]
+    invalid = client.post(f"/api/v1/runs/{run['id']}/metrics", content=b'{"batch_id": 3}')
+    assert invalid.status_code == 422
+    assert invalid.json()["detail"][0]["loc"] == ["body", "batch_id"]
+    ok = ingest(client, run["id"], "fine", [{"key": "loss", "step": 0, "value": 1.0}])
+    assert ok.status_code == 200
+    assert ok.headers["content-type"] == "application/json"
+    assert ok.json()["accepted"] == 1
 
 
 def test_bad_policy_is_refused_with_the_field_named(client: httpx.Client) -> None:

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from tracker import __version__
 from tracker.api.deps import IngestServices
 from tracker.api.errors import BodyLimitMiddleware, install_error_handlers
+from tracker.api.fast_ingest import FastIngest
 from tracker.api.routes import router
 from tracker.config import Settings
 from tracker.db.engine import Database
@@ -67,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = KeyCache()
     app.state.notifier = RunNotifier()
+    # Added last, so it runs first: a body over the limit is refused before the ingest path reads it.
+    app.add_middleware(FastIngest, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(router)

@@ -62,6 +62,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(status_code=422, content={"detail": detail})
 
 
+def body_too_large(size: int, max_bytes: int) -> JSONResponse:
+    """The 413 answer to a body of ``size`` bytes (or more) over ``max_bytes``."""
+    return JSONResponse(
+        status_code=413,
+        content={
+            "detail": f"request body of {size} bytes is over the limit of {max_bytes} bytes; "
+            "send smaller batches"
+        },
+    )
+
+
 class BodyLimitMiddleware:
     """Refuses, before reading it, a request whose declared body is larger than ``max_bytes``."""
 
@@ -73,13 +84,6 @@ class BodyLimitMiddleware:
         if scope["type"] == "http":
             for name, value in scope["headers"]:
                 if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                    response = JSONResponse(
-                        status_code=413,
-                        content={
-                            "detail": f"request body of {int(value)} bytes is over the limit of "
-                            f"{self.max_bytes} bytes; send smaller batches"
-                        },
-                    )
-                    await response(scope, receive, send)
+                    await body_too_large(int(value), self.max_bytes)(scope, receive, send)
                     return
         await self.app(scope, receive, send)

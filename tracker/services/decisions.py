@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session, defer
 
 from tracker.db import models
@@ -16,17 +16,23 @@ from tracker.services.convert import decision_public, no_decision
 
 
 def get_run_row(
-    session: Session, run_id: int, *, lock: bool = False, unloaded: Iterable[Any] = ()
+    session: Session, run_id: int, *, lock: bool = False, unloaded: tuple[Any, ...] = ()
 ) -> models.Run:
     """The run, or :class:`NotFoundError`. ``lock`` takes the row lock that serialises a run's writes;
     the ``unloaded`` columns are left unread until touched (their JSON is not parsed)."""
-    query = select(models.Run).where(models.Run.id == run_id).options(*(defer(c) for c in unloaded))
-    if lock:
-        query = query.with_for_update()
-    run = session.execute(query).scalar_one_or_none()
+    run = session.execute(_run_query(lock, unloaded), {"run_id": run_id}).scalar_one_or_none()
     if run is None:
         raise NotFoundError(f"run {run_id} does not exist")
     return run
+
+
+@functools.cache
+def _run_query(lock: bool, unloaded: tuple[Any, ...]) -> Select[models.Run]:
+    """The statement behind :func:`get_run_row`, built once: building it (with its loader options) cost
+    more than running it, on every ingest."""
+    query = select(models.Run).where(models.Run.id == bindparam("run_id"))
+    query = query.options(*(defer(column) for column in unloaded))
+    return query.with_for_update() if lock else query
 
 
 def latest(session: Session, run: models.Run) -> DecisionPublic:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -52,11 +52,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
     now = time.time()
     with db.session(write=True) as session:
         run = decisions.get_run_row(session, run_id, lock=True, unloaded=_UNUSED_BY_INGEST)
-        # A Core statement, not session.get(): no ORM object is built for a batch id that is never read.
-        ib = models.IngestBatch
-        seen = session.execute(
-            select(ib.run_id).where(ib.run_id == run_id, ib.batch_id == batch.batch_id)
-        ).first()
+        seen = session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first()
         if seen is not None:
             replayed = IngestResult(
                 accepted=0,
@@ -71,22 +67,19 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         accepted = sum(len(points) for points in fresh.values())
         deliveries = _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
-        run.last_heartbeat = moment
+        session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted
-        # The batch's record as a Core insert: the ORM's unit of work costs more than the statement.
         session.execute(
-            insert(models.IngestBatch),
-            [
-                {
-                    "run_id": run_id,
-                    "batch_id": batch.batch_id,
-                    "accepted": accepted,
-                    "duplicates": duplicates,
-                    "created_at": moment,
-                }
-            ],
+            _RECORD,
+            {
+                "run_id": run_id,
+                "batch_id": batch.batch_id,
+                "accepted": accepted,
+                "duplicates": duplicates,
+                "created_at": moment,
+            },
         )
-        session.flush()
+        session.flush()  # the rules' changes to the run, their states and decisions, if any
         result = IngestResult(
             accepted=accepted, duplicates=duplicates, decision=decisions.latest(session, run)
         )
@@ -97,6 +90,16 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
 # Ingest reads and writes the run's progress, never its config, tags or summary: left unloaded, their JSON
 # is not parsed on every batch.
 _UNUSED_BY_INGEST = (models.Run.config, models.Run.tags, models.Run.summary)
+
+# The statements of every batch, built once and in Core: building a statement cost more than running it,
+# and the ORM's unit of work (a heartbeat set on the run object, flushed) several times more.
+_ib = models.Base.metadata.tables[models.IngestBatch.__tablename__]
+_run = models.Base.metadata.tables[models.Run.__tablename__]
+_SEEN = select(_ib.c.run_id).where(
+    _ib.c.run_id == bindparam("run_id"), _ib.c.batch_id == bindparam("batch_id")
+)
+_RECORD = insert(_ib)
+_HEARTBEAT = update(_run).where(_run.c.id == bindparam("run_id")).values(last_heartbeat=bindparam("moment"))
 
 
 def _gather(batch: MetricBatch, now: float) -> Gathered:

@@ -1,0 +1,130 @@
+"""The trainers' hot route, ``POST /api/v1/runs/{run_id}/metrics``, served straight from ASGI.
+
+Through FastAPI a batch costs the event loop routing, dependency resolution, request and response objects
+and the body's validation: on a busy tracker the loop, not the database, was the limit (more than twice
+the worker thread's time). This middleware takes the happy path of that one route before FastAPI sees it:
+it reads the body, then checks the caller, validates the batch, stores it and writes the answer in one
+worker-thread hop, so the loop only moves bytes.
+
+Anything but success (a bad token, an unknown run, an invalid batch) is handed to the FastAPI route with
+the body replayed. Nothing was written (ingest is one transaction), so the route answers exactly as it
+would have, with the same error bodies, and the OpenAPI document still describes the route.
+"""
+
+from __future__ import annotations
+
+import re
+
+from anyio import to_thread
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tracker.api.deps import IngestServices
+from tracker.api.errors import body_too_large
+from tracker.errors import PlateauError
+from tracker.schemas.metrics import MetricBatch
+from tracker.services import ingest
+from tracker.services.auth import Authenticator, check_run
+
+# Ids up to 18 digits fit a signed 64-bit integer; a longer one is the route's to refuse.
+_INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,18})/metrics")
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class FastIngest:
+    """ASGI middleware serving successful metric batches; everything else passes to ``app``."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _INGEST_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
+        if match is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive, self.max_bytes)
+        if body is None:
+            return  # the client left
+        if len(body) > self.max_bytes:  # sent without a Content-Length, which the body limit checks first
+            await body_too_large(len(body), self.max_bytes)(scope, receive, send)
+            return
+        state = scope["app"].state
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+        client = scope.get("client")
+        try:
+            answer = await to_thread.run_sync(
+                _store,
+                state.ingest_services,
+                state.authenticator,
+                authorization,
+                client[0] if client else None,
+                int(match.group(1)),
+                body,
+            )
+        except (PlateauError, ValidationError):
+            await self.app(scope, _replay(body, receive), send)
+            return
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+
+def store_batch(services: IngestServices, run_id: int, batch: MetricBatch) -> bytes:
+    """Ingest ``batch``, wake the run's long-polls and the webhook sender as needed; the answer's JSON
+    (written by pydantic in one step, not validated and encoded again by FastAPI)."""
+    outcome = ingest.ingest(services.database, services.keys, run_id, batch)
+    if outcome.result.accepted:
+        services.notifier.notify(run_id)
+    if outcome.deliveries:
+        services.deliverer.poke()
+    return outcome.result.model_dump_json().encode()
+
+
+def _store(
+    services: IngestServices,
+    authenticator: Authenticator,
+    authorization: str | None,
+    client_host: str | None,
+    run_id: int,
+    body: bytes,
+) -> bytes:
+    """The route's work, in the worker thread: auth, validation, ingest; the answer's JSON."""
+    check_run(authenticator, authenticator.principal(authorization, client_host), run_id, write=True)
+    return store_batch(services, run_id, MetricBatch.model_validate_json(body))
+
+
+async def _read_body(receive: Receive, max_bytes: int) -> bytes | None:
+    """The request body, or None if the client disconnected. Reading stops past ``max_bytes``: what was
+    read so far is returned, and its length says it is over."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        chunks.append(chunk)
+        if size > max_bytes:
+            return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the already-read body over again, then listens to the client."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
