@@ -9,7 +9,7 @@
             break
     run.finish()
 
-Imports nothing from the tracker and nothing heavy: its one dependency is httpx.
+Imports nothing from the tracker and nothing heavy: it speaks HTTP with the standard library alone.
 """
 
 from __future__ import annotations

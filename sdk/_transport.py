@@ -1,19 +1,16 @@
-"""HTTP calls to the tracker over one keep-alive client, with errors sorted into retry or give up."""
+"""HTTP calls to the tracker over kept-alive connections, with errors sorted into retry or give up."""
 
 from __future__ import annotations
 
-import functools
 import json
-import socket
-import ssl
 from typing import Any
 
-import httpx
-
 from sdk._decision import Decision
+from sdk._http import HttpClient, Reply, TransportErrors
 
 # Statuses worth another try: the request may succeed later unchanged.
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+_JSON = {"content-type": "application/json"}
 
 
 class RetryableError(Exception):
@@ -28,77 +25,71 @@ class RejectedError(Exception):
     """The tracker refused the request as it is; sending it again will not help."""
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+def _retry_after(reply: Reply) -> float | None:
+    value = reply.headers.get("retry-after")
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(reply: Reply) -> str:
     try:
-        return json.dumps(response.json().get("detail"))[:500]
+        return json.dumps(json.loads(reply.body).get("detail"))[:500]
     except (ValueError, AttributeError):
-        return response.text[:500]
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One TLS context for every client in the process. httpx builds one per client by default, and each
-    loads the CA bundle: about 1 MB per run, most of the SDK's memory with many live runs."""
-    return httpx.create_ssl_context()
+        return reply.body[:500].decode("utf-8", "replace")
 
 
 class Transport:
-    """The tracker's API v1 as the SDK uses it. Thread-safe (httpx clients are)."""
+    """The tracker's API v1 as the SDK uses it. Thread-safe."""
 
-    def __init__(
-        self, url: str, *, timeout: float = 10.0, client: httpx.Client | None = None, token: str | None = None
-    ) -> None:
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
         self.url = url.rstrip("/")
-        headers = {"user-agent": "plateau-sdk"}
+        headers = {"user-agent": "plateau-sdk", "accept": "application/json"}
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._timeout = timeout
-        self._headers = headers
-        self._client = client or self._new_client()
-
-    def _new_client(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.url,
-            timeout=httpx.Timeout(self._timeout, connect=min(self._timeout, 2.0)),
-            limits=httpx.Limits(max_connections=4, max_keepalive_connections=4),
-            headers=self._headers,
-            # TCP_NODELAY: a small keep-alive request must not wait ~40 ms on Nagle + delayed ACK.
-            transport=httpx.HTTPTransport(
-                verify=_tls_context(), socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-            ),
+        self._client = HttpClient(
+            self.url, timeout=timeout, connect_timeout=min(timeout, 2.0), headers=headers
         )
 
     def reset_after_fork(self) -> None:
-        """In a forked child: a new client. The inherited one's sockets are the parent's connections; they
-        are dropped, not closed, so the parent's keep-alive connections stay intact."""
-        self._client = self._new_client()
+        """In a forked child: the inherited keep-alive connections are the parent's. They are dropped,
+        never used or shut down, so the parent's connections stay intact."""
+        self._client.forget()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
         try:
-            response = self._client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:  # connection refused, reset, timeouts
-            raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code in _RETRY_STATUSES:
-            raise RetryableError(
-                f"HTTP {response.status_code} from {method} {path}", retry_after=_retry_after(response)
+            reply = self._client.request(
+                method,
+                path,
+                body=body,
+                headers=_JSON if body is not None else None,
+                params=params,
+                timeout=timeout,
             )
-        if response.status_code >= 400:
-            raise RejectedError(f"HTTP {response.status_code} from {method} {path}: {_detail(response)}")
+        except TransportErrors as exc:  # connection refused, reset, timeouts, TLS, broken HTTP
+            raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
+        if reply.status in _RETRY_STATUSES:
+            raise RetryableError(f"HTTP {reply.status} from {method} {path}", retry_after=_retry_after(reply))
+        if reply.status >= 400:
+            raise RejectedError(f"HTTP {reply.status} from {method} {path}: {_detail(reply)}")
+        if reply.status == 204:
+            return None
         try:
-            return response.json()
+            return json.loads(reply.body)
         except ValueError as exc:
             raise RetryableError(f"unreadable answer from {method} {path}") from exc
 
     def create_run(self, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("POST", "/api/v1/runs", json=body)
+        result: dict[str, Any] = self._send_json("POST", "/api/v1/runs", body)
         return result
 
     def send_points(self, run_id: int, batch_id: str, points: list[dict[str, Any]]) -> Decision:
@@ -114,11 +105,11 @@ class Transport:
         result = self._send_json("POST", f"/api/v1/runs/{run_id}/metrics", body)
         return Decision.from_json(result["decision"])
 
-    def _send_json(self, method: str, path: str, body: dict[str, Any]) -> Any:
-        # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully (httpx's
-        # json= refuses them); anything else not JSON-able is sent as its str().
-        content = json.dumps(body, separators=(",", ":"), default=str)
-        return self._request(method, path, content=content, headers={"content-type": "application/json"})
+    def _send_json(self, method: str, path: str, body: dict[str, Any], timeout: float | None = None) -> Any:
+        # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully; anything
+        # else not JSON-able is sent as its str().
+        content = json.dumps(body, separators=(",", ":"), default=str).encode()
+        return self._request(method, path, body=content, timeout=timeout)
 
     def get_decision(self, run_id: int, *, step: int | None = None, wait: float = 0.0) -> Decision:
         params: dict[str, Any] = {"wait": round(max(0.0, wait), 3)}
@@ -131,7 +122,7 @@ class Transport:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 
     def finish_run(self, run_id: int, status: str, timeout: float) -> None:
-        self._request("POST", f"/api/v1/runs/{run_id}/finish", json={"status": status}, timeout=timeout)
+        self._send_json("POST", f"/api/v1/runs/{run_id}/finish", {"status": status}, timeout=timeout)
 
     def close(self) -> None:
         self._client.close()
