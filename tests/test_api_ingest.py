@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import httpx
 import pytest
@@ -242,10 +244,14 @@ def test_errors_on_the_ingest_path_are_the_routes_own(client: httpx.Client) -> N
     run = create_run(client)
     wrong_method = client.get(f"/api/v1/runs/{run['id']}/metrics")
     assert wrong_method.status_code == 405
-    huge_id = ingest(client, 2**63, "x", [])  # past the database's 64-bit ids
-    assert huge_id.status_code == 422
-    assert huge_id.json()["detail"][0]["loc"] == ["path", "run_id"]
-    unknown = ingest(client, 2**63 - 1, "x", [])
+    for huge in (2**31, 2**63, 10**30):  # past the id columns' range (32-bit on PostgreSQL)
+        huge_id = ingest(client, huge, "x", [])
+        assert huge_id.status_code == 422
+        assert huge_id.json()["detail"][0]["loc"] == ["path", "run_id"]
+    huge_hook = client.delete(f"/api/v1/projects/tests/webhooks/{2**31}")
+    assert huge_hook.status_code == 422
+    assert huge_hook.json()["detail"][0]["loc"] == ["path", "webhook_id"]
+    unknown = ingest(client, 2**31 - 1, "x", [])
     assert unknown.status_code == 404
     assert "does not exist" in unknown.json()["detail"]
     invalid = client.post(f"/api/v1/runs/{run['id']}/metrics", content=b'{"batch_id": 3}')
@@ -255,6 +261,15 @@ def test_errors_on_the_ingest_path_are_the_routes_own(client: httpx.Client) -> N
     assert ok.status_code == 200
     assert ok.headers["content-type"] == "application/json"
     assert ok.json()["accepted"] == 1
+
+
+def test_a_batch_moves_the_runs_heartbeat(client: httpx.Client) -> None:
+    run = create_run(client)
+    before = client.get(f"/api/v1/runs/{run['id']}").json()["last_heartbeat"]
+    time.sleep(0.01)
+    ingest(client, run["id"], "beat", [{"key": "loss", "step": 0, "value": 1.0}])
+    after = client.get(f"/api/v1/runs/{run['id']}").json()["last_heartbeat"]
+    assert datetime.fromisoformat(after) > datetime.fromisoformat(before)
 
 
 def test_bad_policy_is_refused_with_the_field_named(client: httpx.Client) -> None:

@@ -68,7 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = KeyCache()
     app.state.notifier = RunNotifier()
-    # Added last, so it runs first: a body over the limit is refused before the ingest path reads it.
+    # The middleware added last runs first: a body declared over the limit is refused before the ingest
+    # path reads it.
     app.add_middleware(FastIngest, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)

@@ -63,18 +63,20 @@ AuthDep = Annotated[Authenticator, Depends(_authenticator)]
 PrincipalDep = Annotated[Principal | None, Depends(_principal)]
 
 
-# Ids are 64-bit in the database: a larger one in a path is refused as invalid (422), never sent there.
-RunIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
+# Ids are 32-bit integer columns (PostgreSQL's INTEGER): a larger id in a path is refused as invalid (422)
+# rather than sent to the database, which would fail on it (a 500).
+MAX_ID = 2**31 - 1
+IdPath = Annotated[int, Path(ge=0, le=MAX_ID)]
 
 
 # The run checks take the request itself rather than the two dependencies above: every dependency costs
 # FastAPI ~0.1 ms per request to resolve here, and these guard the trainers' hot routes.
-async def read_run(run_id: RunIdPath, request: Request) -> None:
+async def read_run(run_id: IdPath, request: Request) -> None:
     """Dependency: the caller may read run ``run_id``."""
     check_run(await _authenticator(request), await _principal(request), run_id, write=False)
 
 
-async def write_run(run_id: RunIdPath, request: Request) -> None:
+async def write_run(run_id: IdPath, request: Request) -> None:
     """Dependency: the caller may write to run ``run_id``."""
     check_run(await _authenticator(request), await _principal(request), run_id, write=True)
 

@@ -26,8 +26,8 @@ from tracker.schemas.metrics import MetricBatch
 from tracker.services import ingest
 from tracker.services.auth import Authenticator, check_run
 
-# Ids up to 18 digits fit a signed 64-bit integer; a longer one is the route's to refuse.
-_INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,18})/metrics")
+# Ids of up to 9 digits are within the id columns' range; a longer one is the route's to judge.
+_INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,9})/metrics")
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 

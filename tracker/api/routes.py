@@ -12,6 +12,7 @@ from tracker import __version__
 from tracker.api.deps import (
     DatabaseDep,
     DelivererDep,
+    IdPath,
     IngestServicesDep,
     MetricBatchDep,
     NotifierDep,
@@ -211,7 +212,7 @@ def list_webhooks(project: str, database: DatabaseDep) -> WebhooksPublic:
     status_code=status.HTTP_204_NO_CONTENT,
     tags=["webhooks"],
 )
-def delete_webhook(project: str, webhook_id: int, database: DatabaseDep) -> None:
+def delete_webhook(project: str, webhook_id: IdPath, database: DatabaseDep) -> None:
     webhooks.delete(database, project, webhook_id)
 
 
@@ -222,7 +223,7 @@ def delete_webhook(project: str, webhook_id: int, database: DatabaseDep) -> None
 )
 def list_deliveries(
     project: str,
-    webhook_id: int,
+    webhook_id: IdPath,
     database: DatabaseDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
