@@ -4,6 +4,7 @@ that hangs, proxies from the environment, and errors sorted into retry or give u
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
@@ -163,23 +164,20 @@ def test_the_proxy_from_the_environment_is_used_except_for_no_proxy(monkeypatch:
 
 def test_the_sdk_transport_round_trips_against_a_real_tracker(tracker: TrackerProcess) -> None:
     transport = Transport(tracker.url)
-    run = transport.create_run({"project": "http", "policy": {"monitor": "loss", "mode": "min"}})
-    series = [
-        {"key": "loss", "rank": 0, "steps": [0, 1], "values": [2.0, 1.0], "wall_times": None},
-        {
-            "key": "aux",
-            "rank": 0,
-            "steps": [0, 1],
-            "values": [float("nan"), float("-inf")],
-            "wall_times": None,
-        },
-    ]
-    decision = transport.send_series(run["id"], "b1", series)
-    assert (decision.action, decision.step) == ("checkpoint", 1)  # a new best at step 1
-    history = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/history", params={"key": "aux"}).json()
-    assert [p["value"] for p in history["points"]] == ["NaN", "-Infinity"]  # sent as literals, kept
-    with pytest.raises(RejectedError, match="HTTP 404"):
-        transport.send_points(10**12, "b2", [{"key": "loss", "step": 0, "value": 1.0}])
-    transport.finish_run(run["id"], "finished", timeout=5)
-    assert transport.get_decision(run["id"]).step == 1
-    transport.close()
+    try:
+        run = transport.create_run({"project": "http", "policy": {"monitor": "loss", "mode": "min"}})
+        series = [
+            {"key": "loss", "rank": 0, "steps": [0, 1], "values": [2.0, 1.0], "wall_times": None},
+            {"key": "aux", "rank": 0, "steps": [0, 1], "values": [math.nan, -math.inf], "wall_times": None},
+        ]
+        decision = transport.send_series(run["id"], "b1", series)
+        assert (decision.action, decision.step) == ("checkpoint", 1)  # a new best at step 1
+        url = f"{tracker.url}/api/v1/runs/{run['id']}/history"
+        history = httpx.get(url, params={"key": "aux"}).json()
+        assert [p["value"] for p in history["points"]] == ["NaN", "-Infinity"]  # sent as literals, kept
+        with pytest.raises(RejectedError, match="HTTP 404"):
+            transport.send_points(2**31 - 1, "b2", [{"key": "loss", "step": 0, "value": 1.0}])
+        transport.finish_run(run["id"], "finished", timeout=5)
+        assert transport.get_decision(run["id"]).step == 1
+    finally:
+        transport.close()
