@@ -91,24 +91,19 @@ class HttpClient:
         if body is not None:
             sent_headers["content-length"] = str(len(body))
         connection, reused = self._take()
-        try:
-            reply = self._exchange(connection, method, target, body, sent_headers, timeout)
-        except TransportErrors as exc:
-            connection.close()
-            if not reused or not isinstance(exc, _DROPPED):
-                raise
+        while True:
+            try:
+                reply = self._exchange(connection, method, target, body, sent_headers, timeout)
+                break
+            except TransportErrors as exc:
+                connection.close()
+                if not reused or not isinstance(exc, _DROPPED):
+                    raise
             # A kept-alive connection the tracker closed while it sat idle, the race every keep-alive
             # client meets: once more on a new connection. (Batches carry ids, so a repeat is harmless.)
             # Not after a timeout: that would double the time a caller waits on a tracker that hangs.
-            connection, _ = self._new(), False
-            try:
-                reply = self._exchange(connection, method, target, body, sent_headers, timeout)
-            except TransportErrors:
-                connection.close()
-                raise
-        if reply.headers.get("connection", "").lower() == "close":
-            connection.close()
-        else:
+            connection, reused = self._new(), False
+        if connection.sock is not None:  # http.client closes it when the answer says it will close
             self._give_back(connection)
         return reply
 

@@ -19,15 +19,14 @@ from anyio import to_thread
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.api.deps import IngestServices
+from tracker.api.deps import MAX_ID, IngestServices
 from tracker.api.errors import body_too_large
 from tracker.errors import PlateauError
 from tracker.schemas.metrics import MetricBatch
 from tracker.services import ingest
 from tracker.services.auth import Authenticator, check_run
 
-# Ids of up to 9 digits are within the id columns' range; a longer one is the route's to judge.
-_INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,9})/metrics")
+_INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,20})/metrics")
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
@@ -41,7 +40,8 @@ class FastIngest:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         match = _INGEST_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
-        if match is None or scope["method"] != "POST":
+        run_id = int(match.group(1)) if match is not None else MAX_ID + 1
+        if run_id > MAX_ID or scope["method"] != "POST":  # an id out of range is the route's to refuse
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive, self.max_bytes)
@@ -63,7 +63,7 @@ class FastIngest:
                 state.authenticator,
                 authorization,
                 client[0] if client else None,
-                int(match.group(1)),
+                run_id,
                 body,
             )
         except (PlateauError, ValidationError):
@@ -110,9 +110,7 @@ async def _read_body(receive: Receive, max_bytes: int) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         chunks.append(chunk)
-        if size > max_bytes:
-            return b"".join(chunks)
-        if not message.get("more_body", False):
+        if size > max_bytes or not message.get("more_body", False):
             return b"".join(chunks)
 
 
