@@ -59,3 +59,22 @@ class Decision:
 
 
 CONTINUE = Decision()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The tracker's answer to a batch of points: the run's latest decision, the newest step of the
+    monitored metric it has judged (None: none yet), and the decisions this batch made, oldest first."""
+
+    decision: Decision
+    judged_step: int | None = None
+    decisions: tuple[Decision, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        judged = data.get("judged_step")
+        return cls(
+            decision=Decision.from_json(data["decision"]),
+            judged_step=int(judged) if judged is not None else None,
+            decisions=tuple(Decision.from_json(d) for d in data.get("decisions") or ()),
+        )

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
-from sdk._decision import CONTINUE, Decision
+from sdk._decision import CONTINUE, Answer, Decision
 from sdk._sender import Sender
 from sdk._spool import Spool, default_spool_dir
 from sdk._transport import RejectedError, RetryableError, Transport
@@ -56,12 +56,17 @@ def _restart_after_fork() -> None:
         run._sender.restart_after_fork()
 
 
+# Alerts the training process is told about as a warning (once each): the policy cannot work as asked.
+_WARNED_ALERTS = frozenset({"missing_monitor"})
+
+
 class Run:
     """A run on the tracker, seen from a training process. Create it with :func:`sdk.init`.
 
-    Decisions arrive in the answer to each batch the sender posts; the monitored metric is posted at once,
-    so ``should_stop()`` turns true a round trip after the ``log`` that triggered the stop (it may be one
-    flush late: use :meth:`decision` for the verdict on an exact step).
+    Decisions arrive in the answer to each batch the sender posts; the monitored metric is posted at once.
+    ``should_stop()`` and ``should_checkpoint()`` called after ``log()`` of the monitored metric at step s
+    answer for step s: they wait (up to ``decision_timeout``) for the tracker's verdict on s. See
+    :meth:`should_stop` for what they cost and when they do not wait.
     """
 
     def __init__(
@@ -74,17 +79,29 @@ class Run:
         flush_interval: float = 0.5,
         max_pending: int = 100_000,
         exit_timeout: float = 10.0,
+        decision_timeout: float = 5.0,
         spool: Spool | None = None,
     ) -> None:
         self._transport = transport
         self.monitor = monitor
         self.rank = rank
         self.exit_timeout = exit_timeout
+        self.decision_timeout = decision_timeout
         self.info: dict[str, Any] = {}
         self._latest: Decision = CONTINUE
         self._stop: Decision | None = None
         self._checkpoint: Decision | None = None
         self._checkpoint_taken = 0
+        # What the tracker has told of the monitored metric: the newest step it judged, and the newest
+        # step of this process's own that it answered for (judged or not: a reduced step waits for ranks).
+        self._judged = -1
+        self._answered = -1
+        # After a verdict came later than decision_timeout: the step it was for, how many timeouts so far,
+        # and how many calls go unblocked before the next wait (doubling with each timeout).
+        self._slow_step: int | None = None
+        self._timeouts = 0
+        self._unblocked_calls = 0
+        self._warned: set[str] = set()
         self._agreement: Agreement | None = None
         self._next_step = 0
         self._finished = False
@@ -98,7 +115,7 @@ class Run:
             monitor=monitor,
             rank=rank,
             on_created=self._on_created,
-            on_decision=self._on_decision,
+            on_answer=self._on_answer,
             flush_interval=flush_interval,
             max_pending=max_pending,
             spool=spool,
@@ -142,16 +159,32 @@ class Run:
         self.info = created
         decision = created.get("decision")
         if isinstance(decision, dict):
-            self._on_decision(Decision.from_json(decision))
+            self._record(Decision.from_json(decision))
+        judged = created.get("judged_step")
+        if isinstance(judged, int):
+            self._judged = max(self._judged, judged)
 
-    def _on_decision(self, decision: Decision) -> None:
+    def _on_answer(self, answer: Answer, monitor_step: int | None) -> None:
+        """The tracker's answer to a batch (called by the sender thread, under ``progress``)."""
+        for decision in (*answer.decisions, answer.decision):
+            self._record(decision)
+        if answer.judged_step is not None and answer.judged_step > self._judged:
+            self._judged = answer.judged_step
+        if monitor_step is not None and monitor_step > self._answered:
+            self._answered = monitor_step
+
+    def _record(self, decision: Decision) -> None:
+        if decision.action == "alert":
+            if decision.rule in _WARNED_ALERTS and decision.rule not in self._warned:
+                self._warned.add(decision.rule)
+                logger.warning("plateau: %s", decision.reason)
+            return
         with self._lock:
-            if decision.seq < self._latest.seq:
-                return
-            self._latest = decision
+            if decision.seq >= self._latest.seq:
+                self._latest = decision
             if decision.stop and self._stop is None:
                 self._stop = decision
-            elif decision.checkpoint:
+            elif decision.checkpoint and (self._checkpoint is None or decision.seq > self._checkpoint.seq):
                 self._checkpoint = decision
 
     # --- the training loop's calls ------------------------------------------------------------------
@@ -172,32 +205,128 @@ class Run:
     def should_stop(self, *, deferred: bool = False) -> bool:
         """True once the tracker has decided this run should stop.
 
-        Single process: reads memory only. Under torch.distributed with several ranks it is a collective
-        (one all-reduce MAX of an int): every rank must call it at the same point of the loop, and all get
-        the same answer, so they leave the loop at the same step. ``deferred=True`` starts the all-reduce
-        and returns the previous call's result, so the loop never waits on it (the stop comes a step
-        later, still on every rank at once).
+        Called after ``log()`` of the monitored metric at step s, it answers for step s: it waits for the
+        tracker's verdict on s (one loopback round trip, ~1 ms, while the sender posts the point at once),
+        at most ``decision_timeout`` seconds. Calls with no new monitored value since the last answer read
+        memory (well under a microsecond). It never waits while the tracker is away: the loop goes on,
+        and the answer is the latest decision received. A verdict later than the bound is said once; the
+        loop then goes unblocked until the tracker has caught up (and for twice as many calls after each
+        further timeout). Only rank 0 waits; other ranks read memory (the agreement below makes them exact).
+
+        Under torch.distributed with several ranks it is a collective (one all-reduce MAX of an int):
+        every rank must call it at the same point of the loop, and all get rank 0's answer for step s,
+        so they leave the loop at the same step. ``deferred=True`` starts the all-reduce and returns the
+        previous call's agreed answer, so the loop never waits on the collective: it answers for the
+        monitored step logged before the previous call, and the loop leaves one step after the stop step
+        (on every rank at once).
         """
+        self._await_verdict()
         local = self._stop is not None
         if self._agreement is None:
             return local
         return self._agreement.max("stop", int(local), deferred=deferred) > 0
 
     def should_checkpoint(self, *, deferred: bool = False) -> bool:
-        """True once per new best the tracker has reported since the last call; see :attr:`latest` for
-        the step it is about.
+        """True when the monitored step logged last is a new best: save the model now, and the saved
+        network is the one of ``run.latest.best_step`` when the run stops. True once per new best.
+
+        Waits like :meth:`should_stop` for the verdict on the step logged last. When no verdict for it
+        could be had (tracker away or slower than ``decision_timeout``), it answers as the loop can: True
+        once for each new best received since the last call, which may then be about an earlier step
+        (``run.latest.step`` says which).
 
         Under torch.distributed it is a collective like :meth:`should_stop`: the ranks agree on the newest
-        checkpoint decision any of them has seen, so all return True together, once; save on rank 0.
+        checkpoint decision any of them has, so all return True together, once; save on rank 0. With
+        ``deferred=True`` it answers for the previous call's step, when the model has moved on by a step:
+        use the blocking form to save the exact network.
         """
+        target = self._await_verdict()
         checkpoint = self._checkpoint
-        seq = checkpoint.seq if checkpoint is not None else 0
+        seq = 0
+        if checkpoint is not None and (target is None or checkpoint.step == target):
+            seq = checkpoint.seq
         if self._agreement is not None:
             seq = self._agreement.max("checkpoint", seq, deferred=deferred)
         if seq <= self._checkpoint_taken:
             return False
         self._checkpoint_taken = seq
         return True
+
+    def _await_verdict(self) -> int | None:
+        """Wait, boundedly, for the tracker's verdict on the monitored step this process logged last.
+        Returns that step once its verdict is known (answers are exact), else None (they come from
+        memory). Never raises."""
+        target = self._sender.monitor_step
+        if target is None or self.rank != 0:
+            return None
+        try:
+            if target <= self._judged:  # known already: the common call, a read of two ints
+                return target
+            if not self._sender.waitable or not self._may_wait():
+                return None
+            return self._wait_for(target, time.monotonic() + self.decision_timeout)
+        except Exception:  # a bad step type from the user, a bug: the loop must go on
+            logger.warning("plateau: could not wait for the verdict on step %r", target, exc_info=True)
+            return None
+
+    def _may_wait(self) -> bool:
+        if self._slow_step is None:
+            return True
+        if self._unblocked_calls > 0:
+            self._unblocked_calls -= 1
+            return False
+        if self._judged >= self._slow_step:  # the tracker has caught up: exact again
+            self._slow_step = None
+            return True
+        return False
+
+    def _wait_for(self, target: int, deadline: float) -> int | None:
+        sender = self._sender
+        with sender.progress:
+            while self._judged < target and self._answered < target:
+                remaining = deadline - time.monotonic()
+                if not sender.waitable:
+                    return None
+                if remaining <= 0:
+                    self._too_slow(target)
+                    return None
+                sender.progress.wait(remaining)
+        if self._judged >= target:
+            return target
+        # The tracker took the point but has not judged it (a reduced metric waits for every rank, or
+        # after the reduce timeout): ask for that step's verdict, long-polling for the rest of the bound.
+        run_id = sender.run_id
+        if run_id is None:
+            return None
+        try:
+            decision = self._transport.get_decision(
+                run_id, step=target, wait=max(0.0, deadline - time.monotonic())
+            )
+            if not decision.judged:
+                self._too_slow(target)
+                return None
+            self._record(decision)
+            if decision.stop and decision.step == target:  # a checkpoint at the same step hides behind it
+                for made in self._transport.decisions_at(run_id, target):
+                    self._record(made)
+        except (RetryableError, RejectedError) as exc:
+            logger.warning("plateau: could not get the verdict on step %d: %s", target, exc)
+            return None
+        self._judged = max(self._judged, target)
+        return target
+
+    def _too_slow(self, target: int) -> None:
+        self._timeouts += 1
+        self._slow_step = target
+        self._unblocked_calls = 2 ** min(self._timeouts - 1, 10) - 1
+        if "slow" not in self._warned:
+            self._warned.add("slow")
+            logger.warning(
+                "plateau: the tracker's verdict on step %d did not come within %.1fs (decision_timeout); "
+                "should_stop()/should_checkpoint() answer from what has arrived until it keeps pace again",
+                target,
+                self.decision_timeout,
+            )
 
     @property
     def latest(self) -> Decision:
@@ -222,7 +351,9 @@ class Run:
         except (RetryableError, RejectedError) as exc:
             logger.warning("plateau: could not get the decision for step %d: %s", step, exc)
             return self._unjudged()
-        self._on_decision(decision)
+        self._record(decision)
+        if decision.judged:
+            self._judged = max(self._judged, step)
         return decision
 
     def _unjudged(self) -> Decision:
@@ -299,7 +430,7 @@ class Run:
         deadline = time.monotonic() + timeout
         self._final_summary()
         left = self._sender.close(timeout)
-        status = status or ("stopped" if self.should_stop() else "finished")
+        status = status or ("stopped" if self._stop is not None else "finished")
         run_id = self.id
         if run_id is not None and not self._sender._offline:
             try:
@@ -363,6 +494,7 @@ def init(
     flush_interval: float = 0.5,
     max_pending: int = 100_000,
     exit_timeout: float = 10.0,
+    decision_timeout: float = 5.0,
     spool_dir: str | os.PathLike[str] | None = None,
     spool: bool = True,
     spool_max_bytes: int = 512 * 1024 * 1024,
@@ -385,6 +517,8 @@ def init(
     (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
     is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
     policy the tracker refuses raises ``ValueError`` here, before training starts.
+    ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
+    on the monitored step logged last (see :meth:`Run.should_stop`).
     """
     detected_rank, detected_world = detect_rank_world()
     rank = detected_rank if rank is None else rank
@@ -427,6 +561,7 @@ def init(
         flush_interval=flush_interval,
         max_pending=max_pending,
         exit_timeout=exit_timeout,
+        decision_timeout=decision_timeout,
         spool=disk,
     )
     run._start(wait)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdk._decision import Decision
+from sdk._decision import Answer
 from sdk._spool import Spool, replay, replay_summary
 from sdk._transport import RejectedError, RetryableError, Transport
 
@@ -50,6 +50,7 @@ class _Batch:
     series: list[dict[str, Any]]  # per (key, rank): {"key", "rank", "steps", "values", "wall_times"}
     points: int
     markers: list[_Marker]
+    monitor_step: int | None = None  # the newest step of the monitored metric (own rank) it carries
 
 
 class Sender:
@@ -63,7 +64,7 @@ class Sender:
         monitor: str | None,
         rank: int,
         on_created: Callable[[dict[str, Any]], None],
-        on_decision: Callable[[Decision], None],
+        on_answer: Callable[[Answer, int | None], None],
         spool: Spool | None = None,
         max_pending: int = 100_000,
         batch_points: int = 2_000,
@@ -75,7 +76,7 @@ class Sender:
         self._monitor = monitor
         self._rank = rank
         self._on_created = on_created
-        self._on_decision = on_decision
+        self._on_answer = on_answer
         self.spool = spool
         self._max_pending = max_pending
         self._batch_points = batch_points
@@ -98,6 +99,11 @@ class Sender:
         self._summary_spooled = 0
         self._summary_lock = threading.Lock()
         self._last_keys: tuple[Any, ...] = ()
+        # The newest step at which this process logged the monitored metric for its own rank (set by
+        # ``submit``, in the training thread), and a condition notified on every answer from the tracker
+        # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
+        self.monitor_step: int | None = None
+        self.progress = threading.Condition()
         self._reset_threading()
 
     def _reset_threading(self) -> None:
@@ -134,7 +140,12 @@ class Sender:
         pending.append((step, time.time(), keys, tuple(metrics.values()), rank))
         # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
         # stays over the mark and every call would otherwise pay for it).
-        if (self._monitor in metrics or len(pending) >= self._wake_records) and not self._wake.is_set():
+        if self._monitor in metrics:
+            if rank is None:
+                self.monitor_step = step
+            if not self._wake.is_set():
+                self._wake.set()
+        elif len(pending) >= self._wake_records and not self._wake.is_set():
             self._wake.set()
 
     def _relieve(self) -> bool:
@@ -212,6 +223,7 @@ class Sender:
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         self._abandon.set()
         self._wake.set()
+        self._notify()
         if self._thread.is_alive():
             self._thread.join(timeout=1.0)
         try:
@@ -266,7 +278,9 @@ class Sender:
                 self._on_created(created)
                 self.created.set()
             if self.spool is not None and self.spool.pending():
-                result = replay(self._transport, self.run_id, self.spool.pending(), self._on_decision)
+                result = replay(
+                    self._transport, self.run_id, self.spool.pending(), lambda a: self._answered(a, None)
+                )
                 self.rejected_points += result.rejected
                 if not result.complete:
                     raise RetryableError(result.errors[-1] if result.errors else "spool replay interrupted")
@@ -281,6 +295,22 @@ class Sender:
         else:
             self._offline = False
             self._recovered()
+            self._notify()
+
+    def _answered(self, answer: Answer, monitor_step: int | None) -> None:
+        with self.progress:
+            self._on_answer(answer, monitor_step)
+            self.progress.notify_all()
+
+    def _notify(self) -> None:
+        with self.progress:
+            self.progress.notify_all()
+
+    @property
+    def waitable(self) -> bool:
+        """Whether an answer from the tracker can be expected: the run exists, the tracker answered last
+        time, and the sender is running."""
+        return self.run_id is not None and not self._offline and not self._abandon.is_set()
 
     def _drain(self) -> None:
         assert self.run_id is not None
@@ -291,7 +321,7 @@ class Sender:
             self._inflight = batch
             if batch.points:
                 try:
-                    decision = self._transport.send_series(self.run_id, batch.batch_id, batch.series)
+                    answer = self._transport.send_series(self.run_id, batch.batch_id, batch.series)
                 except RetryableError as exc:
                     self._go_offline(exc)
                     if self.spool is None:
@@ -304,7 +334,7 @@ class Sender:
                     )
                 else:
                     self._recovered()
-                    self._on_decision(decision)
+                    self._answered(answer, batch.monitor_step)
             self._finish(batch)
             if self._offline:
                 return
@@ -349,7 +379,9 @@ class Sender:
             points += self._append_points(series, item)
         if not points and not markers:
             return None
-        return _Batch(uuid.uuid4().hex, list(series.values()), points, markers)
+        monitored = series.get((self._monitor, self._rank)) if self._monitor is not None else None
+        monitor_step = max(monitored["steps"]) if monitored else None
+        return _Batch(uuid.uuid4().hex, list(series.values()), points, markers, monitor_step)
 
     def _append_points(self, series: dict[tuple[str, int], dict[str, Any]], record: Record) -> int:
         """Add a record's values to their (key, rank) columns; returns how many were added."""
@@ -406,6 +438,7 @@ class Sender:
             f"plateau: cannot reach the tracker at {self._transport.url} ({exc}); training goes on{where} "
             "and they are sent when it is back",
         )
+        self._notify()  # a loop waiting for a verdict goes on at once
         delay = min(self._max_backoff, 0.25 * 2 ** min(self._failures - 1, 10)) * random.uniform(0.5, 1.0)
         if exc.retry_after is not None:
             delay = max(delay, min(exc.retry_after, self._max_backoff))

@@ -129,9 +129,9 @@ def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = 
         points = batch_size(batch)
         try:
             if "series" in batch:
-                decision = transport.send_series(run_id, batch["batch_id"], batch["series"])
+                answer = transport.send_series(run_id, batch["batch_id"], batch["series"])
             else:  # written by an SDK before the series form
-                decision = transport.send_points(run_id, batch["batch_id"], batch["points"])
+                answer = transport.send_points(run_id, batch["batch_id"], batch["points"])
         except RetryableError as exc:
             result.complete = False
             result.errors.append(str(exc))
@@ -144,7 +144,7 @@ def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = 
             result.batches += 1
             result.points += points
             if on_sent is not None:
-                on_sent(decision)
+                on_sent(answer)
         path.unlink(missing_ok=True)
     return result
 

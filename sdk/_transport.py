@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sdk._decision import Decision
+from sdk._decision import Answer, Decision
 from sdk._http import HttpClient, Reply, TransportErrors
 
 # Statuses worth another try: the request may succeed later unchanged.
@@ -92,18 +92,17 @@ class Transport:
         result: dict[str, Any] = self._send_json("POST", "/api/v1/runs", body)
         return result
 
-    def send_points(self, run_id: int, batch_id: str, points: list[dict[str, Any]]) -> Decision:
+    def send_points(self, run_id: int, batch_id: str, points: list[dict[str, Any]]) -> Answer:
         """Post a batch of points, one object per point."""
         return self._send_batch(run_id, {"batch_id": batch_id, "points": points})
 
-    def send_series(self, run_id: int, batch_id: str, series: list[dict[str, Any]]) -> Decision:
+    def send_series(self, run_id: int, batch_id: str, series: list[dict[str, Any]]) -> Answer:
         """Post a batch as series: per key and rank, ``steps``, ``values`` and ``wall_times`` columns (the
         compact form: about half the bytes, and far less work for both ends)."""
         return self._send_batch(run_id, {"batch_id": batch_id, "series": series})
 
-    def _send_batch(self, run_id: int, body: dict[str, Any]) -> Decision:
-        result = self._send_json("POST", f"/api/v1/runs/{run_id}/metrics", body)
-        return Decision.from_json(result["decision"])
+    def _send_batch(self, run_id: int, body: dict[str, Any]) -> Answer:
+        return Answer.from_json(self._send_json("POST", f"/api/v1/runs/{run_id}/metrics", body))
 
     def _send_json(self, method: str, path: str, body: dict[str, Any], timeout: float | None = None) -> Any:
         # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully; anything
@@ -117,6 +116,11 @@ class Transport:
             params["step"] = step
         result = self._request("GET", f"/api/v1/runs/{run_id}/decision", params=params, timeout=wait + 5.0)
         return Decision.from_json(result)
+
+    def decisions_at(self, run_id: int, step: int) -> list[Decision]:
+        """The run's decisions about exactly ``step``, oldest first."""
+        result = self._request("GET", f"/api/v1/runs/{run_id}/decisions", params={"step": step})
+        return [Decision.from_json(item) for item in result["data"]]
 
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})

@@ -45,6 +45,12 @@ class ListCohort:
     def values_at(self, step, *, finished_only):
         return sorted((self.finished if finished_only else self.everyone).get(step, []))
 
+    def values_from(self, step, *, finished_only):
+        # Runs evaluated on one common grid: their first points at or after `step` share a step.
+        table = self.finished if finished_only else self.everyone
+        later = [s for s in table if s >= step]
+        return sorted(table[min(later)]) if later else []
+
     def finished_runs(self):
         return self.count
 
@@ -291,6 +297,40 @@ def test_asha_keeps_the_top_third_at_each_rung() -> None:
     assert (stop.step, stop.evidence["rung"]) == (1, 1)
     survivor = stop_of(judge(rules, [0.0, 0.6, 0.8, 0.75], ctx=Context(cohort=cohort)))
     assert survivor is None
+
+
+def test_asha_judges_rungs_at_the_first_checkpoint_past_them() -> None:
+    # Checkpoints every 1,000 steps never land on rungs 1, 3, ..., 729, 2187: each rung is judged at the
+    # first checkpoint past it, against the other runs' values there.
+    cohort = ListCohort({}, {1000: [0.5, 0.6, 0.7, 0.8, 0.9, 0.95], 3000: [0.8, 0.9, 0.95]}, count=0)
+    rules = [{"rule": "asha", "min_step": 1, "reduction_factor": 3}]
+    steps = [1000, 2000, 3000, 4000]
+    stop = stop_of(judge(rules, [0.55, 0.7, 0.8, 0.9], ctx=Context(cohort=cohort), steps=steps))
+    assert stop is not None
+    assert (stop.step, stop.evidence["rung"]) == (1000, 729)
+    assert stop.evidence["rungs_passed_here"] == [1, 3, 9, 27, 81, 243]
+    # In the top third at 1,000 (rung 729), not at 3,000 (rung 2187).
+    later = stop_of(judge(rules, [0.92, 0.93, 0.85, 0.99], ctx=Context(cohort=cohort), steps=steps))
+    assert later is not None
+    assert (later.step, later.evidence["rung"], later.evidence["runs_at_rung"]) == (3000, 2187, 3)
+
+
+class GrowingCohort(ListCohort):
+    """The cohort as the run meets it over time: nobody had reached a rung when the run passed it, but
+    others had reached the later rungs by the time the run got there (values keyed by rung)."""
+
+    def values_from(self, step, *, finished_only):
+        return sorted(self.everyone.get(step, []))
+
+
+def test_asha_says_which_rungs_had_nobody_to_compare_with() -> None:
+    rules = [{"rule": "asha", "min_step": 10, "reduction_factor": 2, "max_step": 1000}]
+    nobody = GrowingCohort({}, {}, count=0)
+    assert stop_of(judge(rules, [0.1, 0.2, 0.3], ctx=Context(cohort=nobody), steps=[10, 20, 40])) is None
+    cohort = GrowingCohort({}, {80: [0.8, 0.9, 0.95]}, count=0)
+    stop = stop_of(judge(rules, [0.9, 0.91, 0.92, 0.5], ctx=Context(cohort=cohort), steps=[10, 20, 40, 80]))
+    assert stop is not None
+    assert (stop.step, stop.evidence["rung"], stop.evidence["uncompared_rungs"]) == (80, 80, [10, 20, 40])
 
 
 def test_ema_smooths_what_a_rule_sees() -> None:

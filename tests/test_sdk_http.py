@@ -170,8 +170,13 @@ def test_the_sdk_transport_round_trips_against_a_real_tracker(tracker: TrackerPr
             {"key": "loss", "rank": 0, "steps": [0, 1], "values": [2.0, 1.0], "wall_times": None},
             {"key": "aux", "rank": 0, "steps": [0, 1], "values": [math.nan, -math.inf], "wall_times": None},
         ]
-        decision = transport.send_series(run["id"], "b1", series)
-        assert (decision.action, decision.step) == ("checkpoint", 1)  # a new best at step 1
+        answer = transport.send_series(run["id"], "b1", series)
+        assert (answer.decision.action, answer.decision.step) == ("checkpoint", 1)  # a new best at step 1
+        assert answer.judged_step == 1
+        # Both steps were judged in this batch: a checkpoint at each (the first value, then a new best).
+        assert [(d.action, d.step) for d in answer.decisions] == [("checkpoint", 0), ("checkpoint", 1)]
+        again = transport.send_series(run["id"], "b1", series)  # a replayed batch: its decisions again
+        assert [(d.action, d.step) for d in again.decisions] == [("checkpoint", 0), ("checkpoint", 1)]
         url = f"{tracker.url}/api/v1/runs/{run['id']}/history"
         history = httpx.get(url, params={"key": "aux"}).json()
         assert [p["value"] for p in history["points"]] == ["NaN", "-Infinity"]  # sent as literals, kept

@@ -146,9 +146,15 @@ async def get_decision(
 
 
 @router.get("/runs/{run_id}/decisions", dependencies=[Depends(read_run)], tags=["decisions"])
-def list_decisions(run_id: int, database: DatabaseDep) -> DecisionsPublic:
+def list_decisions(
+    run_id: int,
+    database: DatabaseDep,
+    step: Annotated[int | None, Query(ge=0, le=2**62, description="only the decisions about this step")] = (
+        None
+    ),
+) -> DecisionsPublic:
     """Every decision of the run, oldest first, each with its rule, sentence and evidence."""
-    return decisions.history(database, run_id)
+    return decisions.history(database, run_id, step=step)
 
 
 @router.get("/runs/{run_id}/keys", dependencies=[Depends(read_run)], tags=["metrics"])

@@ -34,6 +34,11 @@ class Cohort(Protocol):
         runs that ended without being pruned (as Optuna's completed trials)."""
         ...
 
+    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
+        """Each other run's monitored value at its first step at or after ``step`` (its first checkpoint
+        past a rung), sorted; runs with no point that late, or a non-finite one there, are left out."""
+        ...
+
     def finished_runs(self) -> int:
         """How many other runs ended without being pruned."""
         ...

@@ -63,6 +63,10 @@ class SweepCohort:
         self._finished: dict[int, list[float]] = defaultdict(list)
         self._ended: list[tuple[int, float]] = []  # (last step, last finite value) of finished runs
         self._count = 0
+        # Every run's (steps, values, pruned) up to its stop, and values_from's answers, kept up to date
+        # as runs are added (a sweep asks the same few rung steps again and again).
+        self._runs: list[tuple[Sequence[int], Sequence[float], bool]] = []
+        self._from: dict[tuple[int, bool], list[float]] = {}
 
     def add(self, curve: Curve, stop_index: int, *, pruned: bool, stopped: bool) -> None:
         last: tuple[int, float] | None = None
@@ -77,6 +81,27 @@ class SweepCohort:
             self._count += 1
             if stopped and last is not None:
                 self._ended.append(last)
+        run = (curve.steps[: stop_index + 1], curve.watch[: stop_index + 1], pruned)
+        self._runs.append(run)
+        for (step, finished_only), values in self._from.items():
+            self._insert_from(values, run, step, finished_only)
+
+    @staticmethod
+    def _insert_from(
+        values: list[float], run: tuple[Sequence[int], Sequence[float], bool], step: int, finished_only: bool
+    ) -> None:
+        steps, watched, pruned = run
+        index = bisect.bisect_left(steps, step)
+        if index < len(steps) and not (finished_only and pruned) and math.isfinite(watched[index]):
+            bisect.insort(values, watched[index])
+
+    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
+        values = self._from.get((step, finished_only))
+        if values is None:
+            values = self._from[(step, finished_only)] = []
+            for run in self._runs:
+                self._insert_from(values, run, step, finished_only)
+        return values
 
     def values_at(self, step: int, *, finished_only: bool) -> list[float]:
         if not finished_only:

@@ -87,12 +87,20 @@ class MetricBatch(Schema):
 
 class IngestResult(Schema):
     """``accepted``: points newly stored; ``duplicates``: points already stored (a replayed batch, or a
-    key/rank/step logged before: the first value is kept). ``decision``: the run's latest decision."""
+    key/rank/step logged before: the first value is kept). ``decision``: the run's latest decision.
+
+    ``judged_step``: the newest step of the monitored metric the policy has judged (None: none yet).
+    ``decisions``: the decisions this batch made, oldest first (for a replayed batch, the run's decisions
+    at the batch's steps): with ``judged_step`` they tell a trainer exactly what was decided at the step
+    it just logged, a checkpoint and a stop at the same step included.
+    """
 
     accepted: int
     duplicates: int
     replayed: bool = False
     decision: DecisionPublic
+    judged_step: int | None = None
+    decisions: list[DecisionPublic] = Field(default_factory=list)
 
 
 class PointOut(Schema):

@@ -52,6 +52,35 @@ class ExperimentCohort:
             self._cache[key] = self._load(step, finished_only=finished_only)
         return self._cache[key]
 
+    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
+        key = (-1 - step, finished_only)  # negative keys: "from step", beside values_at's exact steps
+        if key not in self._cache:
+            self._cache[key] = self._load_from(step, finished_only=finished_only)
+        return self._cache[key]
+
+    def _load_from(self, step: int, *, finished_only: bool) -> list[float]:
+        """Each other run's value at its first step at or after ``step``: in its first block that reaches
+        ``step`` (blocks hold consecutive step ranges, so that block holds the point)."""
+        mb, r = models.MetricBlock, models.Run
+        on_monitor = and_(mb.run_id == r.id, mb.key_id == self._monitor_id, mb.rank == 0)
+        first_block = (
+            select(mb.run_id, func.min(mb.block).label("first"))
+            .join(r, on_monitor)
+            .where(*self._others(finished_only=finished_only), mb.last_step >= step)
+            .group_by(mb.run_id)
+            .subquery()
+        )
+        rows = self._session.execute(
+            select(mb.step_data, mb.value_data)
+            .join(first_block, and_(mb.run_id == first_block.c.run_id, mb.block == first_block.c.first))
+            .where(mb.key_id == self._monitor_id, mb.rank == 0)
+        )
+        values = []
+        for step_data, value_data in rows:
+            index = int(np.searchsorted(decode_steps(step_data), step))
+            values.append(float(decode_floats(value_data)[index]))
+        return sorted(v for v in values if math.isfinite(v))
+
     def _load(self, step: int, *, finished_only: bool) -> list[float]:
         mb, r = models.MetricBlock, models.Run
         on_monitor = and_(mb.run_id == r.id, mb.key_id == self._monitor_id, mb.rank == 0)

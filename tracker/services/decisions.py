@@ -81,6 +81,16 @@ def at_step(session: Session, run: models.Run, step: int) -> DecisionPublic:
     )
 
 
+def at_steps(session: Session, run_id: int, first: int, last: int) -> list[DecisionPublic]:
+    """The run's decisions about steps ``first`` to ``last``, oldest first."""
+    rows = session.execute(
+        select(models.Decision)
+        .where(models.Decision.run_id == run_id, models.Decision.step.between(first, last))
+        .order_by(models.Decision.seq)
+    ).scalars()
+    return [decision_public(row) for row in rows]
+
+
 def poll(db: Database, run_id: int, *, after: int | None, step: int | None) -> tuple[DecisionPublic, bool]:
     """One look for a long-poll: (decision, ready). Ready when a step-exact verdict exists, or when the
     newest decision is newer than ``after``."""
@@ -93,12 +103,15 @@ def poll(db: Database, run_id: int, *, after: int | None, step: int | None) -> t
         return decision, after is None or decision.seq > after
 
 
-def history(db: Database, run_id: int) -> DecisionsPublic:
-    """Every decision of the run in order."""
+def history(db: Database, run_id: int, *, step: int | None = None) -> DecisionsPublic:
+    """Every decision of the run in order; with ``step``, those about that step only."""
     with db.session() as session:
         get_run_row(session, run_id)
-        rows = session.execute(
-            select(models.Decision).where(models.Decision.run_id == run_id).order_by(models.Decision.seq)
-        ).scalars()
-        data = [decision_public(row) for row in rows]
+        if step is not None:
+            data = at_steps(session, run_id, step, step)
+        else:
+            rows = session.execute(
+                select(models.Decision).where(models.Decision.run_id == run_id).order_by(models.Decision.seq)
+            ).scalars()
+            data = [decision_public(row) for row in rows]
     return DecisionsPublic(data=data, count=len(data))

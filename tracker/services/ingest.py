@@ -26,6 +26,7 @@ from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch
 from tracker.services import _point_store, decisions, webhooks
 from tracker.services.cohort import ExperimentCohort
+from tracker.services.convert import decision_public
 from tracker.services.keys import KeyCache
 
 # A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
@@ -59,13 +60,15 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
                 duplicates=batch.size(),
                 replayed=True,
                 decision=decisions.latest(session, run),
+                judged_step=_judged(run),
+                decisions=decisions.at_steps(session, run_id, *_step_range(batch)),
             )
             return Ingested(replayed, 0)
         gathered = _gather(batch, now)
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _store_new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
-        deliveries = _judge(session, run, key_ids, fresh, now)
+        deliveries, made = _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted
@@ -81,7 +84,11 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         )
         session.flush()  # the rules' changes to the run, their states and decisions, if any
         result = IngestResult(
-            accepted=accepted, duplicates=duplicates, decision=decisions.latest(session, run)
+            accepted=accepted,
+            duplicates=duplicates,
+            decision=decisions.latest(session, run),
+            judged_step=_judged(run),
+            decisions=[decision_public(row) for row in made],
         )
     keys.remember(created_keys)
     return Ingested(result, deliveries)
@@ -100,6 +107,19 @@ _SEEN = select(_ib.c.run_id).where(
 )
 _RECORD = insert(_ib)
 _HEARTBEAT = update(_run).where(_run.c.id == bindparam("run_id")).values(last_heartbeat=bindparam("moment"))
+
+
+def _judged(run: models.Run) -> int | None:
+    return run.judged_step if run.judged_step >= 0 else None
+
+
+def _step_range(batch: MetricBatch) -> tuple[int, int]:
+    """The first and last step of a batch's points (a replayed batch is answered with its decisions)."""
+    steps = [point.step for point in batch.points or ()]
+    for column in batch.series or ():
+        if column.steps:
+            steps += [min(column.steps), max(column.steps)]
+    return (min(steps), max(steps)) if steps else (0, -1)
 
 
 def _gather(batch: MetricBatch, now: float) -> Gathered:
@@ -133,9 +153,11 @@ def _store_new_points(session: Session, run_id: int, key_ids: dict[str, int], ga
     return {pair: points for pair, points in series.items() if points}
 
 
-def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float) -> int:
+def _judge(
+    session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float
+) -> tuple[int, list[models.Decision]]:
     """Advance the policy over the new points and record its decisions; returns the webhook deliveries
-    queued for them.
+    queued for them, and the decisions.
 
     Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
     0's value, or the reduction over ranks once the step is complete or timed out).
@@ -143,13 +165,13 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
     if run.policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
-        return 0
+        return 0, []
     policy = _policy_of(run)
     health = _health_observations(policy, key_ids, fresh)
     monitor_id = key_ids.get(policy.monitor)
     ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
     if not health and not ready:
-        return 0  # nothing for the rules in this batch (training metrics only): leave their state unread
+        return 0, []  # nothing for the rules in this batch (training metrics only): leave their state unread
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -185,6 +207,7 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
         _save_states(session, run.id, policy, state_rows, states, run.judged_step)
     created = datetime.fromtimestamp(now, timezone.utc)
     deliveries = 0
+    made = []
     for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
         decision = models.Decision(
@@ -200,9 +223,10 @@ def _judge(session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fr
             created_at=created,
         )
         session.add(decision)
+        made.append(decision)
         for event in webhooks.events_of(decision):
             deliveries += webhooks.enqueue(session, run, event, decision)
-    return deliveries
+    return deliveries, made
 
 
 # A run's policy never changes after creation: parse it once per process, not once per batch.

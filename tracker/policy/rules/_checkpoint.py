@@ -39,8 +39,8 @@ class Checkpoint(Rule[CheckpointParams]):
         if obs.step < p.warmup:
             return state, None
         previous, previous_step = state["best"], state["best_step"]
-        if previous is not None and better(previous, obs.value, self.mode):
-            return state, None  # worse than the best: no margin or tie rule can make it a new best
+        if previous is not None and p.ties == "wait" and better(previous, obs.value, self.mode):
+            return state, None  # worse than the best: no margin can make it a new best
         if not improves(
             obs.value, previous, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties
         ):

@@ -79,9 +79,11 @@ class Percentile(Rule[PercentileParams]):
 
 
 class AshaParams(RuleParams):
-    """Rungs at ``min_step * reduction_factor**k``. At its first point at or past a rung, a run continues
-    only if it is in the top 1/``reduction_factor`` of the values every run recorded at that rung (the
-    asynchronous, stopping form of successive halving, as Ray Tune's ASHA)."""
+    """Rungs at ``min_step * reduction_factor**k`` (rounded to whole steps). A run is judged at a rung at its
+    first point at or after the rung step, and continues only if it is in the top 1/``reduction_factor`` of
+    the values the other runs had there (each at its own first point at or after the rung): the
+    asynchronous, stopping form of successive halving, as Ray Tune's ASHA. Rungs at or past ``max_step``
+    are not judged."""
 
     rule: Literal["asha"] = "asha"
     min_step: int = Field(default=1, ge=1)
@@ -89,18 +91,41 @@ class AshaParams(RuleParams):
     max_step: int | None = Field(default=None, ge=1)
 
 
+# Rungs passed because no other run had reached them yet, kept for the evidence of a later stop (bounded:
+# rule state stays small).
+_MAX_UNCOMPARED = 16
+
+
 class Asha(Rule[AshaParams]):
-    """Compares the run's value at the rung step (its latest) with the cohort's values at exactly that step;
-    a rung no other run has reached passes. A guard under ``combine: all``."""
+    """Successive halving over the experiment. Checkpoints need not land on rung steps: a rung is judged at
+    the first checkpoint at or after it, for this run and for the runs it is compared with, so runs
+    evaluated every 1,000 steps are compared at rungs 1, 3, 9, ... as well as at 1,000-step rungs. When one
+    checkpoint passes several rungs at once, the highest of them is judged (the lower ones would compare
+    the same points). A rung no other run has reached yet passes, and is listed in the evidence of a later
+    stop (``uncompared_rungs``), never dropped silently. NaN and +-inf are outside the top. A guard under
+    ``combine: all``."""
 
     name = "asha"
     guard = True
 
     def initial_state(self) -> State:
-        return {"rung": 0, "best": None, "best_step": None, "stopped": False}
+        return {"rung": 0, "best": None, "best_step": None, "stopped": False, "uncompared": []}
 
     def rung_step(self, k: int) -> int:
         return round(self.params.min_step * self.params.reduction_factor**k)
+
+    def highest_rung(self, step: int) -> int:
+        """The largest ``k`` whose rung step is at or before ``step`` (``-1`` when even rung 0 is later),
+        found by logarithm, not by counting rungs (with a factor near 1 they are countless)."""
+        p = self.params
+        if step < self.rung_step(0):
+            return -1
+        k = max(0, math.floor(math.log(step / p.min_step) / math.log(p.reduction_factor)))
+        while k > 0 and self.rung_step(k) > step:  # the logarithm's rounding, either way
+            k -= 1
+        while self.rung_step(k + 1) <= step and self.rung_step(k + 1) > self.rung_step(k):
+            k += 1
+        return k
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -109,29 +134,38 @@ class Asha(Rule[AshaParams]):
         cohort = ctx.cohort
         if state["stopped"] or cohort is None:
             return state, None
-        k = state["rung"]
-        rung = self.rung_step(k)
-        if obs.step < rung or (p.max_step is not None and rung >= p.max_step):
+        first = state["rung"]
+        k = self.highest_rung(obs.step)
+        if k < first:
             return state, None
-        while self.rung_step(k + 1) <= obs.step:
-            k += 1
+        rung = self.rung_step(k)
         state = {**state, "rung": k + 1}
-        rung = self.rung_step(k)
-        values = cohort.values_at(rung, finished_only=False)
-        if not values:
+        if p.max_step is not None and rung >= p.max_step:
             return state, None
+        values = cohort.values_from(rung, finished_only=False)
+        if not values:
+            uncompared = [*state.get("uncompared", []), rung][-_MAX_UNCOMPARED:]
+            return {**state, "uncompared": uncompared}, None
         keep = 1 / p.reduction_factor
         cut = quantile(values, 1 - keep if self.mode == "max" else keep)
         if math.isfinite(obs.value) and not better(cut, obs.value, self.mode):
             return state, None
         reason = (
-            f"{self.monitor} {fmt(obs.value)} at rung {rung} is outside the top 1/{p.reduction_factor:g} "
-            f"of {len(values)} runs (cut {fmt(cut)})"
+            f"{self.monitor} {fmt(obs.value)} at step {obs.step} (rung {rung}) is outside the top "
+            f"1/{p.reduction_factor:g} of {len(values)} runs there (cut {fmt(cut)})"
         )
         verdict = self.stop(
             obs,
             reason=reason,
-            evidence={"rung": rung, "value": obs.value, "cut": cut, "runs_at_rung": len(values)},
+            evidence={
+                "rung": rung,
+                "rung_index": k,
+                "rungs_passed_here": [self.rung_step(i) for i in range(max(first, k - _MAX_UNCOMPARED), k)],
+                "value": obs.value,
+                "cut": cut,
+                "runs_at_rung": len(values),
+                "uncompared_rungs": state.get("uncompared", []),
+            },
             best_step=best_step,
             best_value=best,
         )
