@@ -117,6 +117,7 @@ class Sender:
         self._thread = threading.Thread(target=self._loop, name="plateau-sender", daemon=True)
 
     def start(self) -> None:
+        self._wake.set()  # create the run at once, not after the first flush interval
         self._thread.start()
 
     def restart_after_fork(self) -> None:

@@ -47,6 +47,23 @@ CASES = [
         [patience(patience=2, min_delta=0.25, ties="improve")],
         None,
     ),
+    # Margins as Lightning computes them: 4.2 + 0.2 < 4.4 is false (4.4 - 4.2 > 0.2 would say true).
+    Case("lightning-margin-min", "min", [4.4, 4.2], [patience(patience=1, min_delta=0.2)], 1, 0),
+    Case("lightning-margin-max", "max", [0.1, 0.3], [patience(patience=1, min_delta=0.2)], 1, 0),
+    # A gain equal to min_delta up to float rounding is a tie: 3.8 - 0.1 is 3.6999999999999997, not 3.7.
+    Case(
+        "rounded-tie-improves",
+        "max",
+        [3.7, 3.8, 3.8],
+        [
+            patience(patience=1, min_delta=0.1, ties="improve"),
+            {"rule": "checkpoint", "min_delta": 0.1, "ties": "improve"},
+        ],
+        2,
+        1,
+        checkpoints=[0, 1],
+    ),
+    Case("rounded-tie-waits", "max", [3.7, 3.8], [patience(patience=1, min_delta=0.1)], 1, 0),
     # Relative min_delta 5% of |best|: 104 does not beat 100 by 5, 110 does; 114, 115 do not beat 110 by 5.5.
     Case(
         "rel-delta",

@@ -1,0 +1,163 @@
+"""The README's Quickstart loop, run as written: it saves exactly the best epoch's network and leaves at
+exactly the stop step; with the tracker unreachable or hung, it never waits more than the bound."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests._server import TrackerProcess, free_port
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+PATIENCE = 5  # the Quickstart's rules: patience 5, checkpoint, non_finite; val/loss, mode min
+
+
+def quickstart_code() -> str:
+    text = README.read_text()
+    section = text[text.index("## Quickstart") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    return match.group(1)
+
+
+class Model:
+    """Stands for the user's network: its state is the epoch it has trained to."""
+
+    def __init__(self) -> None:
+        self.epoch = -1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": torch.tensor(self.epoch)}
+
+
+def run_quickstart(values: list[float], folder: Path, on_epoch: Any = None) -> dict[str, Any]:
+    """Exec the Quickstart in ``folder`` with an instant ``train_and_validate`` that returns ``values``."""
+    model = Model()
+    times: list[float] = []
+
+    def train_and_validate(net: Model) -> float:
+        net.epoch += 1
+        times.append(time.perf_counter())
+        if on_epoch is not None:
+            on_epoch(net.epoch)
+        return values[net.epoch]
+
+    namespace: dict[str, Any] = {"train_and_validate": train_and_validate, "model": model}
+    cwd = Path.cwd()
+    os.chdir(folder)
+    try:
+        exec(compile(quickstart_code(), str(README), "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+    saved = folder / "best.pt"
+    return {
+        "left_at": namespace["epoch"],
+        "saved": int(torch.load(saved)["epoch"]) if saved.exists() else None,
+        "run": namespace["run"],
+        "times": times,
+    }
+
+
+def expected(values: list[float]) -> tuple[int | None, int | None]:
+    """(stop step, best step) under patience 5 + checkpoint + non_finite, mode min, as Lightning counts."""
+    best, best_step, wait = None, None, 0
+    for step, value in enumerate(values):
+        if not math.isfinite(value):
+            return step, best_step
+        if best is None or value < best:
+            best, best_step, wait = value, step, 0
+            continue
+        wait += 1
+        if wait >= PATIENCE:
+            return step, best_step
+    return None, best_step
+
+
+def random_curve(rng: random.Random) -> list[float]:
+    """A noisy decreasing loss on a coarse grid (ties happen), sometimes with a NaN or an inf."""
+    level = rng.uniform(1.0, 3.0)
+    values = []
+    for _ in range(100):
+        level *= rng.uniform(0.9, 1.02)
+        values.append(round(level + rng.gauss(0, 0.05), 2))
+    if rng.random() < 0.1:
+        values[rng.randrange(5, 100)] = rng.choice([math.nan, math.inf])
+    return values
+
+
+@pytest.fixture
+def quickstart_env(monkeypatch: pytest.MonkeyPatch, tracker: TrackerProcess) -> TrackerProcess:
+    monkeypatch.setenv("PLATEAU_URL", tracker.url)
+    return tracker
+
+
+def test_the_quickstart_loop_saves_the_best_epoch_and_leaves_at_the_stop(
+    quickstart_env: TrackerProcess, tmp_path: Path
+) -> None:
+    rng = random.Random(17)
+    stops = 0
+    for index in range(100):
+        values = random_curve(rng)
+        folder = tmp_path / f"seq{index}"
+        folder.mkdir()
+        outcome = run_quickstart(values, folder)
+        stop_step, best_step = expected(values)
+        run = outcome["run"]
+        assert outcome["left_at"] == (99 if stop_step is None else stop_step), (index, values)
+        assert outcome["saved"] == best_step, (index, values)
+        if stop_step is not None:
+            stops += 1
+            assert (run.latest.action, run.latest.step, run.latest.best_step) == (
+                "stop",
+                stop_step,
+                best_step,
+            )
+    assert stops > 50  # the sequences exercise stops, not only full runs
+
+
+def test_the_quickstart_loop_goes_on_unblocked_without_a_tracker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PLATEAU_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    values = [1.0 - 0.001 * i for i in range(100)]
+    outcome = run_quickstart(values, tmp_path)
+    assert outcome["left_at"] == 99  # no decision came, so training ran its course
+    assert outcome["saved"] is None
+    looped = outcome["times"][-1] - outcome["times"][0]
+    assert looped < 1.0  # offline, should_stop()/should_checkpoint() never wait
+    assert outcome["run"].spooled_points == 100
+
+
+def test_a_hung_tracker_costs_the_loop_one_bound_at_most(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    server = TrackerProcess(tmp_path / "hung")
+    monkeypatch.setenv("PLATEAU_URL", server.url)
+
+    def hang_then_resume(epoch: int) -> None:
+        if epoch == 3:
+            os.kill(server.process.pid, signal.SIGSTOP)
+        if epoch == 99:
+            os.kill(server.process.pid, signal.SIGCONT)
+
+    try:
+        values = [1.0 - 0.001 * i for i in range(100)]  # always improving: no stop
+        outcome = run_quickstart(values, tmp_path, on_epoch=hang_then_resume)
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+        server.stop()
+    times = outcome["times"]
+    waited = times[99] - times[3]
+    bound = outcome["run"].decision_timeout
+    assert bound <= waited < bound + 1.0  # one verdict waited for up to the bound, then no more waiting
+    assert outcome["left_at"] == 99
+    assert outcome["saved"] is not None and outcome["saved"] <= 3  # checkpoints stopped with the tracker
