@@ -430,6 +430,7 @@ class Run:
         deadline = time.monotonic() + timeout
         self._final_summary()
         left = self._sender.close(timeout)
+        self._warn_if_monitor_never_logged()
         status = status or ("stopped" if self._stop is not None else "finished")
         run_id = self.id
         if run_id is not None and not self._sender._offline:
@@ -454,6 +455,20 @@ class Run:
         _live_runs.discard(self)
         self._transport.close()
         return left
+
+    def _warn_if_monitor_never_logged(self) -> None:
+        """The policy judged nothing because its monitor never came (the tracker may have said so while
+        training, from keys like it; this is certain): say so once, naming what was logged."""
+        logged = sorted(str(k) for k in self._sender.keys_logged if not str(k).startswith("time/"))
+        if self.monitor is None or self._sender.monitor_step is not None or not logged or self.rank != 0:
+            return
+        if "missing_monitor" in self._warned:
+            return
+        logger.warning(
+            "plateau: monitor %r was never logged, so nothing was judged (this process logged: %s)",
+            self.monitor,
+            ", ".join(logged[:10]),
+        )
 
     def _close_quietly(self) -> None:
         self._finished = True

@@ -103,6 +103,7 @@ class Sender:
         # ``submit``, in the training thread), and a condition notified on every answer from the tracker
         # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
         self.monitor_step: int | None = None
+        self.keys_logged: set[Any] = set()  # updated only when a log() call's keys differ from the last
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -138,6 +139,7 @@ class Sender:
             keys = self._last_keys
         else:
             self._last_keys = keys
+            self.keys_logged.update(keys)
         pending.append((step, time.time(), keys, tuple(metrics.values()), rank))
         # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
         # stays over the mark and every call would otherwise pay for it).

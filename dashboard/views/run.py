@@ -33,6 +33,8 @@ cols[2].metric("Best step", "-" if best_step is None else best_step)
 cols[3].metric("Best value", "-" if best_value is None else f"{best_value:.6g}")
 if stop is not None:
     st.error(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}")
+for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] == "missing_monitor"):
+    st.warning(f"Nothing is judged: {alert['reason']}")
 
 chosen = st.multiselect("Metrics", keys, default=[k for k in keys if k == monitor] or keys[:1])
 c1, c2 = st.columns(2)
@@ -63,7 +65,7 @@ if decisions:
         hide_index=True,
     )
     for d in decisions:
-        if d["rule"] == "plateau" or d["action"] == "stop":
+        if d["rule"] == "plateau" or d["action"] in ("stop", "alert"):
             with st.expander(f"Evidence of {d['action']} at step {d['step']} ({d['rule']})"):
                 st.json(d["evidence"])
 else:

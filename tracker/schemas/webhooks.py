@@ -9,7 +9,9 @@ from pydantic import AnyHttpUrl, Field
 
 from tracker.schemas._common import Schema
 
-WebhookEvent = Literal["stop", "checkpoint", "diverged", "straggler", "staleness", "run_finished"]
+WebhookEvent = Literal[
+    "stop", "checkpoint", "diverged", "straggler", "staleness", "missing_monitor", "run_finished"
+]
 
 
 class WebhookCreate(Schema):

@@ -24,7 +24,7 @@ from tracker.policy import (
 )
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, decisions, webhooks
+from tracker.services import _point_store, decisions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.convert import decision_public
 from tracker.services.keys import KeyCache
@@ -170,7 +170,10 @@ def _judge(
     health = _health_observations(policy, key_ids, fresh)
     monitor_id = key_ids.get(policy.monitor)
     ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
-    if not health and not ready:
+    verdicts: list[Verdict] = []
+    if run.judged_step < 0 and monitor_id is None:
+        verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
+    if not health and not ready and not verdicts:
         return 0, []  # nothing for the rules in this batch (training metrics only): leave their state unread
     state_rows = list(
         session.execute(
@@ -180,7 +183,6 @@ def _judge(
         ).scalars()
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
-    verdicts: list[Verdict] = []
     if health:
         states, found = evaluate_health(policy, states, health)
         verdicts += found

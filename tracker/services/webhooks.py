@@ -30,7 +30,7 @@ def events_of(decision: models.Decision) -> list[str]:
         return ["checkpoint"]
     if decision.action == "stop":
         return ["stop", "diverged"] if decision.rule in DIVERGENCE_RULES else ["stop"]
-    if decision.action == "alert" and decision.rule in ("straggler", "staleness"):
+    if decision.action == "alert" and decision.rule in ("straggler", "staleness", "missing_monitor"):
         return [decision.rule]
     return []
 
