@@ -100,6 +100,21 @@ def test_sweep_pruning_sees_only_earlier_runs(opda_slice: Path) -> None:
     assert any(r.stopped_by == "percentile" for r in results[10:])
 
 
+def test_asha_prunes_sweeps_whose_checkpoints_miss_the_rungs(opda_slice: Path, tmp_path: Path) -> None:
+    # DeBERTa checkpoints every 1,000 steps; rungs 1, 3, 9, ..., 729, 2187 are judged at the first
+    # checkpoint past them (once, at exact rung steps only, this pruned none of 1,024 runs).
+    policy = tmp_path / "asha.json"
+    policy.write_text(json.dumps([{"rule": "asha", "min_step": 1}]))
+    out = plateau_replay(str(policy), "--sweep", "--curves", str(opda_slice), "--score", "val2", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)["sources"]
+    for source in ("deberta-base-mnli", "deberta-v3-base-mnli"):
+        figures = report[source]
+        assert figures["stopped_by"].get("asha", 0) > figures["runs"] / 2
+        assert figures["compute_saved"] > 0.5
+        assert 0 <= figures["sweep_best_regret"] < 0.02
+
+
 def test_replay_of_a_hand_made_file_and_a_policy_file(tmp_path: Path) -> None:
     curves = tmp_path / "curves.jsonl"
     rows = [
