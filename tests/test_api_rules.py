@@ -100,3 +100,32 @@ def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx
     assert "of 3 finished runs" in bad_answer["decision"]["reason"]
     stored = client.get(f"/api/v1/runs/{bad['id']}").json()
     assert (stored["stop_step"], stored["stop_rule"]) == (1, "percentile")
+
+
+def test_asha_compares_runs_at_their_first_checkpoint_past_a_rung(client: httpx.Client) -> None:
+    # Checkpoints at steps 100, 250, 1000: rung 243 is judged at step 250 (inside a stored block, after
+    # step 100), rung 729 at step 1000 (a later block), for the judged run and for the others alike.
+    experiment = f"asha-{uuid.uuid4().hex[:6]}"
+    policy = {"monitor": "acc", "mode": "max", "rules": [{"rule": "asha", "min_step": 1}]}
+    steps = [100, 250, 1000]
+    for offset in (0.5, 0.6, 0.7):
+        run = create_run(client, policy, experiment=experiment)
+        post(
+            client,
+            run["id"],
+            [{"key": "acc", "step": s, "value": offset + 0.1 * i} for i, s in enumerate(steps)],
+        )
+    good = create_run(client, policy, experiment=experiment)
+    bad = create_run(client, policy, experiment=experiment)
+    late = create_run(client, policy, experiment=experiment)
+    for i, s in enumerate(steps):
+        good_answer = post(client, good["id"], [{"key": "acc", "step": s, "value": 0.95 + 0.01 * i}])
+    bad_answer = post(client, bad["id"], [{"key": "acc", "step": 100, "value": 0.9}])
+    bad_answer = post(client, bad["id"], [{"key": "acc", "step": 250, "value": 0.55}])
+    late_answer = post(client, late["id"], [{"key": "acc", "step": 1000, "value": 0.8}])
+    assert good_answer["decision"]["action"] != "stop"
+    assert bad_answer["decision"]["action"] == "stop"
+    assert (bad_answer["decision"]["step"], bad_answer["decision"]["evidence"]["rung"]) == (250, 243)
+    assert bad_answer["decision"]["evidence"]["runs_at_rung"] == 4  # the three, and the good run at 250
+    assert late_answer["decision"]["action"] == "stop"  # 0.8 at 1000 against 0.7, 0.8, 0.9, 0.97
+    assert late_answer["decision"]["evidence"]["rung"] == 729
