@@ -146,12 +146,11 @@ def train_one(
         val_loss, val_acc = evaluate(model, split.x_val, split.y_val)
         epochs_run = epoch + 1
         run.log({"train/loss": total / len(order), "val/loss": val_loss, "val/acc": val_acc}, step=epoch)
-        decision = run.decision(step=epoch, timeout=30)
-        if decision.checkpoint:
+        if run.should_checkpoint():  # the README's loop: answers for this epoch
             torch.save(model.state_dict(), checkpoint_path)
             saved_epoch, saved_scores = epoch, (val_loss, val_acc)
-        if decision.stop:
-            stop = decision
+        if run.should_stop():
+            stop = run.latest
             break
     restored = False
     if saved_epoch is not None and (stop is None or stop.best_step == saved_epoch):
