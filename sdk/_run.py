@@ -459,7 +459,7 @@ class Run:
     def _warn_if_monitor_never_logged(self) -> None:
         """The policy judged nothing because its monitor never came (the tracker may have said so while
         training, from keys like it; this is certain): say so once, naming what was logged."""
-        logged = sorted(str(k) for k in self._sender.keys_logged if not str(k).startswith("time/"))
+        logged = sorted(k for k in self._sender.keys_logged if not k.startswith("time/"))
         if self.monitor is None or self._sender.monitor_step is not None or not logged or self.rank != 0:
             return
         if "missing_monitor" in self._warned:

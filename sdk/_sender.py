@@ -103,7 +103,7 @@ class Sender:
         # ``submit``, in the training thread), and a condition notified on every answer from the tracker
         # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
         self.monitor_step: int | None = None
-        self.keys_logged: set[Any] = set()  # updated only when a log() call's keys differ from the last
+        self.keys_logged: set[str] = set()  # every key batched so far (by the thread, not by log())
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -139,7 +139,6 @@ class Sender:
             keys = self._last_keys
         else:
             self._last_keys = keys
-            self.keys_logged.update(keys)
         pending.append((step, time.time(), keys, tuple(metrics.values()), rank))
         # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
         # stays over the mark and every call would otherwise pay for it).
@@ -282,7 +281,7 @@ class Sender:
                 self.created.set()
             if self.spool is not None and self.spool.pending():
                 result = replay(
-                    self._transport, self.run_id, self.spool.pending(), lambda a: self._answered(a, None)
+                    self._transport, self.run_id, self.spool.pending(), lambda a: self._deliver(a, None)
                 )
                 self.rejected_points += result.rejected
                 if not result.complete:
@@ -300,7 +299,8 @@ class Sender:
             self._recovered()
             self._notify()
 
-    def _answered(self, answer: Answer, monitor_step: int | None) -> None:
+    def _deliver(self, answer: Answer, monitor_step: int | None) -> None:
+        """Hand the tracker's answer to the run and wake a loop waiting for it."""
         with self.progress:
             self._on_answer(answer, monitor_step)
             self.progress.notify_all()
@@ -337,7 +337,7 @@ class Sender:
                     )
                 else:
                     self._recovered()
-                    self._answered(answer, batch.monitor_step)
+                    self._deliver(answer, batch.monitor_step)
             self._finish(batch)
             if self._offline:
                 return
@@ -418,6 +418,7 @@ class Sender:
                     "values": [],
                     "wall_times": [],
                 }
+                self.keys_logged.add(key)
             column["steps"].append(step)
             column["values"].append(number)
             column["wall_times"].append(wall_time)

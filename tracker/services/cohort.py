@@ -26,6 +26,7 @@ class ExperimentCohort:
         self._run = run
         self._monitor_id = monitor_id
         self._cache: dict[tuple[int, bool], list[float]] = {}
+        self._from_cache: dict[tuple[int, bool], list[float]] = {}
         self._finished: int | None = None
 
     def _others(self, *, finished_only: bool) -> list[ColumnElement[bool]]:
@@ -53,10 +54,10 @@ class ExperimentCohort:
         return self._cache[key]
 
     def values_from(self, step: int, *, finished_only: bool) -> list[float]:
-        key = (-1 - step, finished_only)  # negative keys: "from step", beside values_at's exact steps
-        if key not in self._cache:
-            self._cache[key] = self._load_from(step, finished_only=finished_only)
-        return self._cache[key]
+        key = (step, finished_only)
+        if key not in self._from_cache:
+            self._from_cache[key] = self._load_from(step, finished_only=finished_only)
+        return self._from_cache[key]
 
     def _load_from(self, step: int, *, finished_only: bool) -> list[float]:
         """Each other run's value at its first step at or after ``step``: in its first block that reaches

@@ -25,12 +25,17 @@ def decision_public(row: models.Decision) -> DecisionPublic:
     )
 
 
+def judged_step(run: models.Run) -> int | None:
+    """The newest judged step of the monitored metric, or None before the first (stored as -1)."""
+    return run.judged_step if run.judged_step >= 0 else None
+
+
 def no_decision(run: models.Run) -> DecisionPublic:
     """The implicit decision of a run with no stored one: carry on."""
     return DecisionPublic(
         seq=run.decision_seq,
         action="continue",
-        step=run.judged_step if run.judged_step >= 0 else None,
+        step=judged_step(run),
         reason="no decision yet" if run.decision_seq == 0 else "",
     )
 
@@ -52,7 +57,7 @@ def run_public(
         started_at=as_utc(run.started_at),
         ended_at=as_utc(run.ended_at) if run.ended_at else None,
         last_heartbeat=as_utc(run.last_heartbeat),
-        judged_step=run.judged_step if run.judged_step >= 0 else None,
+        judged_step=judged_step(run),
         stop_step=run.stop_step,
         stop_rule=run.stop_rule,
         planned_steps=run.planned_steps,

@@ -26,7 +26,7 @@ from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch
 from tracker.services import _point_store, decisions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
-from tracker.services.convert import decision_public
+from tracker.services.convert import decision_public, judged_step
 from tracker.services.keys import KeyCache
 
 # A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
@@ -60,7 +60,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
                 duplicates=batch.size(),
                 replayed=True,
                 decision=decisions.latest(session, run),
-                judged_step=_judged(run),
+                judged_step=judged_step(run),
                 decisions=decisions.at_steps(session, run_id, *_step_range(batch)),
             )
             return Ingested(replayed, 0)
@@ -87,7 +87,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
             accepted=accepted,
             duplicates=duplicates,
             decision=decisions.latest(session, run),
-            judged_step=_judged(run),
+            judged_step=judged_step(run),
             decisions=[decision_public(row) for row in made],
         )
     keys.remember(created_keys)
@@ -107,10 +107,6 @@ _SEEN = select(_ib.c.run_id).where(
 )
 _RECORD = insert(_ib)
 _HEARTBEAT = update(_run).where(_run.c.id == bindparam("run_id")).values(last_heartbeat=bindparam("moment"))
-
-
-def _judged(run: models.Run) -> int | None:
-    return run.judged_step if run.judged_step >= 0 else None
 
 
 def _step_range(batch: MetricBatch) -> tuple[int, int]:
