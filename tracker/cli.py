@@ -321,7 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--project", help="project of --experiment")
     replay.add_argument("--metric", default="val", help="the metric the policy watches")
     replay.add_argument("--score", help="the metric regret is scored on (default: --metric)")
-    replay.add_argument("--mode", choices=["min", "max"], default="max")
+    replay.add_argument(
+        "--mode",
+        choices=["min", "max"],
+        help="the direction the metric improves in (default: the curve file's own \"mode\", else max)",
+    )
     replay.add_argument("--sweep", action="store_true", help="replay each source as a sweep in arrival order")
     replay.add_argument("--source", action="append", help="only these sources")
     replay.add_argument(

@@ -7,9 +7,11 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
+
+from tracker.policy import Mode
 
 LR_KEY = "lr"
 TRAIN_KEY = "train/loss"
@@ -29,6 +31,8 @@ class Curve:
     extras: dict[str, list[float]] = field(default_factory=dict)
     planned_steps: int | None = None
     complete: bool = True
+    mode: Mode | None = None
+    family: str | None = None
 
 
 def _floats(values: list[Any] | None, n: int) -> list[float]:
@@ -57,23 +61,44 @@ def _schedule(hparams: dict[str, Any], steps: list[int], budget: int | None) -> 
     return None
 
 
+def _series(record: dict[str, Any], n: int) -> dict[str, list[float]]:
+    """Every per-checkpoint series of a record: a list of ``n`` numbers (or nulls) under any key."""
+    return {
+        key: _floats(values, n)
+        for key, values in record.items()
+        if key != "x"
+        and isinstance(values, list)
+        and len(values) == n
+        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
+    }
+
+
 def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Curve | None:
-    """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run."""
+    """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run.
+
+    Every per-checkpoint series in the record (``lr``, ``train_loss``, ``val_loss``, any key a policy
+    names) is handed to the rules under its own name, as the trainer would have logged it; ``train_loss``
+    is also ``train/loss``. A run with no ``lr`` series gets the rate its documented schedule implies
+    (OPDA's runs), when its hyperparameters describe one. ``mode`` (``min``/``max``), when present, is the
+    direction the watched metric improves in.
+    """
     steps = [int(x) for x in record.get("x") or []]
     n = len(steps)
     if n == 0:
         return None
-    watch = _floats(record.get(metric), n)
-    scored = _floats(record.get(score) or record.get(metric), n)
-    time_s = record.get("time_s")
-    cost = _floats(time_s, n) if time_s else [float(s) for s in steps]
-    extras: dict[str, list[float]] = {}
-    if record.get("train_loss"):
-        extras[TRAIN_KEY] = _floats(record["train_loss"], n)
+    series = _series(record, n)
+    watch = series.get(metric) or [math.nan] * n
+    scored = series.get(score) or watch
+    cost = series.get("time_s") or [float(s) for s in steps]
+    extras = dict(series)
+    if "train_loss" in series:
+        extras[TRAIN_KEY] = series["train_loss"]
     budget = record.get("budget")
-    lr = _schedule(record.get("hparams") or {}, steps, budget)
-    if lr is not None:
-        extras[LR_KEY] = lr
+    if LR_KEY not in extras:
+        lr = _schedule(record.get("hparams") or {}, steps, budget)
+        if lr is not None:
+            extras[LR_KEY] = lr
+    mode = record.get("mode")
     return Curve(
         source=str(record.get("source", "curves")),
         run_id=str(record.get("run_id")),
@@ -84,6 +109,8 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
         extras=extras,
         planned_steps=int(budget) if budget else None,
         complete=bool(record.get("complete", True)),
+        mode=mode if mode in get_args(Mode) else None,
+        family=str(record["family"]) if record.get("family") else None,
     )
 
 

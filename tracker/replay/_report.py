@@ -51,8 +51,10 @@ def summarise(source: str, results: Sequence[RunResult], *, sweep: bool) -> Sour
     sweep_regret = None
     if sweep:
 
-        def best(indices: list[float]) -> float:
-            finite = [v for v in indices if not math.isnan(v)]
+        sign = 1.0 if not results or results[0].mode == "max" else -1.0
+
+        def best(values: list[float]) -> float:
+            finite = [sign * v for v in values if not math.isnan(v)]
             return max(finite) if finite else math.nan
 
         sweep_regret = best([r.curve.score[r.full_best_index] for r in results]) - best(

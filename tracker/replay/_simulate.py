@@ -22,6 +22,7 @@ class RunResult:
     kept_index: int
     full_best_index: int
     stopped_by: str | None
+    mode: Mode = "max"
 
     @property
     def cost_full(self) -> float:
@@ -33,11 +34,14 @@ class RunResult:
 
     @property
     def regret(self) -> float:
-        """Score of the full run's best checkpoint minus that of the checkpoint the policy kept."""
+        """How much worse the kept checkpoint scores than the full run's best one (in the score's units,
+        oriented by ``mode``: positive is worse)."""
         full, kept = self.curve.score[self.full_best_index], self.curve.score[self.kept_index]
         if math.isnan(full):
             return 0.0
-        return full - kept if not math.isnan(kept) else math.inf
+        if math.isnan(kept):
+            return math.inf
+        return full - kept if self.mode == "max" else kept - full
 
 
 def best_index(values: Sequence[float], upto: int, mode: Mode) -> int:
@@ -134,6 +138,7 @@ def replay_curve(policy: PolicySpec, curve: Curve, cohort: SweepCohort | None = 
         kept_index=best_index(curve.watch, stop_index, policy.mode),
         full_best_index=best_index(curve.watch, last, policy.mode),
         stopped_by=stopped_by,
+        mode=policy.mode,
     )
 
 

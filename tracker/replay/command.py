@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,15 @@ def load_policy(spec: str, *, monitor: str, mode: Mode) -> PolicySpec:
 
 
 def replay_sources(
-    policy: PolicySpec, curves: list[Curve], *, sweep: bool, include_incomplete: bool
+    policy_for: Callable[[Mode], PolicySpec],
+    curves: list[Curve],
+    *,
+    sweep: bool,
+    include_incomplete: bool,
+    mode: Mode | None = None,
 ) -> tuple[list[Any], dict[str, int]]:
+    """Replay each source with the policy for its mode: ``mode`` when given, else the mode its curves
+    declare (``"mode"`` in the curve file), else ``max``."""
     by_source: dict[str, list[Curve]] = defaultdict(list)
     for curve in curves:
         if curve.complete or include_incomplete:
@@ -45,6 +53,7 @@ def replay_sources(
     reports = []
     stops: dict[str, int] = {}
     for source, group in by_source.items():
+        policy = policy_for(mode or group[0].mode or "max")
         results = replay_sweep(policy, group) if sweep else [replay_curve(policy, c) for c in group]
         reports.append(summarise(source, results, sweep=sweep))
         stops.update({f"{source}/{r.curve.run_id}": r.stop_index for r in results})
@@ -52,8 +61,15 @@ def replay_sources(
 
 
 def run_replay(args: Any) -> int:
+    policies: dict[Mode, PolicySpec] = {}
+
+    def policy_for(mode: Mode) -> PolicySpec:
+        if mode not in policies:
+            policies[mode] = load_policy(args.policy, monitor=args.metric, mode=mode)
+        return policies[mode]
+
     try:
-        policy = load_policy(args.policy, monitor=args.metric, mode=args.mode)
+        policy = policy_for(args.mode or "max")
     except (ValueError, ValidationError, OSError, yaml.YAMLError) as exc:
         print(f"plateau replay: bad policy {args.policy!r}: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +97,7 @@ def run_replay(args: Any) -> int:
         )
         return 2
     reports, stops = replay_sources(
-        policy, curves, sweep=args.sweep, include_incomplete=args.include_incomplete
+        policy_for, curves, sweep=args.sweep, include_incomplete=args.include_incomplete, mode=args.mode
     )
     elapsed = time.perf_counter() - started
     if args.json:
