@@ -181,10 +181,10 @@ TABLE = [
     (
         "degenerate",
         [{"rule": "degenerate", "window": 5, "max_distinct": 2}],
-        [0.318, 0.327, 0.318, 0.327, 0.318, 0.327],
+        [0.318, 0.327, 0.318, 0.327, 0.318, 0.327, 0.318, 0.327],
         "max",
         {},
-        4,
+        6,  # once its best (step 1) is older than the window
         "degenerate",
         "only 2 distinct value(s)",
     ),

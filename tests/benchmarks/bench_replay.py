@@ -1,102 +1,183 @@
-"""Default policies against patience-k and the median pruner on the OPDA curves.
+"""Default policies against patience-k, on OPDA and on the team's corpus, with leave-one-family-out choices.
 
-    python -m tests.benchmarks.bench_replay [--curves PATH] [--json]
+    python -m tests.benchmarks.bench_replay [--curves OPDA.jsonl] [--corpus CORPUS.jsonl ...] [--json]
 
-Per run (complete runs, watch ``val``, score ``val2``, cost by ``time_s`` else ``x``): compute saved and
-mean regret of patience-k (k = 3, 5, 10, 20) and of Plateau's ``default``; the margin is the default's
-compute saved minus patience's interpolated (piecewise linearly over k = 1..80 and the origin) at the
-default's own mean regret. Per sweep (each source in arrival order): ``default-sweep`` against the
-reference median pruner (10 startup runs, 5 warm-up evaluations).
+The corpus is generated, never committed: ``python -m tests.benchmarks.corpus`` writes
+``test-artifacts/corpus.jsonl`` (about 20 minutes on 2 cores). Without it, only OPDA is replayed.
+
+Per run (complete runs; OPDA watches ``val`` and is scored on ``val2``, the corpus watches ``val`` in the
+mode its file gives and is scored on ``val2``, a held-out test split; cost by ``time_s`` else steps):
+compute saved and mean regret of patience-k for every k in 1..40 and of each candidate default. The
+margin is a policy's compute saved minus what the patience-k frontier (its Pareto points, linear between
+them) saves at the policy's own mean regret.
+
+Leave one family out: for each family, the candidate with the best worst-source margin on the *other*
+families is chosen, and its margin on the held-out family is reported. The shipped default is the
+candidate with the best worst-source margin over every family.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.policy.presets import preset
+from tests.benchmarks._frontier import FRONTIER_K, Point, margin, outcome, patience_frontier
+from tracker.policy import Mode, PolicySpec
+from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
-from tracker.replay._report import SourceReport, summarise
-from tracker.replay._simulate import replay_curve, replay_sweep
+from tracker.replay._simulate import replay_curve
 
-DEFAULT_CURVES = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves" / "opda_curves.jsonl"
-FRONTIER_K = (1, 2, 3, 5, 10, 20, 30, 50, 80)
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
+DEFAULT_CURVES = SHARED / "opda_curves.jsonl"
+DEFAULT_CORPUS = Path("test-artifacts") / "corpus.jsonl"
 TABLE_K = (3, 5, 10, 20)
+OPDA_FAMILIES = {
+    "alexnet-imagenet": "opda-imagenet",
+    "convnext-tiny-imagenet": "opda-imagenet",
+    "deberta-base-mnli": "opda-mnli",
+    "deberta-v3-base-mnli": "opda-mnli",
+}
 
 
-def reports(name: str, groups: dict[str, list[Curve]], *, sweep: bool) -> dict[str, SourceReport]:
-    policy = preset(name, monitor="val", mode="max")
-    out = {}
-    for source, curves in groups.items():
-        results = replay_sweep(policy, curves) if sweep else [replay_curve(policy, c) for c in curves]
-        out[source] = summarise(source, results, sweep=sweep)
+@dataclass
+class Source:
+    name: str
+    family: str
+    mode: Mode
+    curves: list[Curve]
+
+
+def load_sources(opda: Path | None, corpora: Sequence[Path]) -> dict[str, Source]:
+    sources: dict[str, Source] = {}
+    files = ([opda] if opda else []) + list(corpora)
+    for path in files:
+        for curve in load_jsonl(path, metric="val", score="val2"):
+            if not curve.complete:
+                continue
+            family = curve.family or OPDA_FAMILIES.get(curve.source, curve.source)
+            source = sources.setdefault(curve.source, Source(curve.source, family, curve.mode or "max", []))
+            source.curves.append(curve)
+    return sources
+
+
+def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[str, Any]]:
+    return [{**r, **changes} if r["rule"] == name else dict(r) for r in rules]
+
+
+def candidates() -> dict[str, list[dict[str, Any]]]:
+    """The shipped default and its neighbours in the parameters that matter, for the LOFO choice."""
+    out: dict[str, list[dict[str, Any]]] = {"default": DEFAULT_RULES}
+    for rel in (0.005, 0.01, 0.02, 0.05, 0.1):
+        for progress in (0.1, 0.2, 0.3):
+            for stuck in (0.5,):
+                rules = _with(DEFAULT_RULES, "outlook", relative_delta=rel, min_progress=progress)
+                out[f"outlook {rel:g} from {progress:g}, stuck {stuck:g}"] = _with(
+                    rules, "degenerate", stuck_progress=stuck
+                )
     return out
 
 
-def interpolate(points: list[tuple[float, float]], regret: float) -> float:
-    """Compute saved on the (regret, saved) frontier at ``regret``, linearly between measured points."""
-    points = sorted([(0.0, 0.0), *points])
-    for (r0, s0), (r1, s1) in itertools.pairwise(points):
-        if r0 <= regret <= r1:
-            return s0 if r1 == r0 else s0 + (s1 - s0) * (regret - r0) / (r1 - r0)
-    return points[-1][1]
+def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, dict[str, int]]:
+    policy = PolicySpec.model_validate({"monitor": "val", "mode": source.mode, "rules": rules})
+    results = [replay_curve(policy, c) for c in source.curves]
+    counts: dict[str, int] = defaultdict(int)
+    for r in results:
+        counts[r.stopped_by or "-"] += 1
+    return outcome(source.curves, [r.stop_index for r in results], source.mode), dict(counts)
+
+
+def choose(margins: dict[str, dict[str, float]], sources: dict[str, Source], families: set[str]) -> str:
+    """The candidate with the best worst-source margin over the sources of ``families``."""
+    names = [s for s, src in sources.items() if src.family in families]
+    return max(margins, key=lambda c: min(margins[c][s] for s in names))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES, help="OPDA curves")
+    parser.add_argument("--corpus", type=Path, nargs="*", default=[DEFAULT_CORPUS])
+    parser.add_argument("--no-lofo", action="store_true", help="replay the shipped default only")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if not args.curves.exists():
-        raise SystemExit(f"no curves at {args.curves}; pass --curves")
+    corpora = [p for p in args.corpus if p.exists()]
+    missing = [p for p in args.corpus if not p.exists()]
+    if missing:
+        print(f"(no corpus at {', '.join(map(str, missing))}: python -m tests.benchmarks.corpus makes it)")
+    sources = load_sources(args.curves if args.curves.exists() else None, corpora)
+    if not sources:
+        raise SystemExit(f"no curves at {args.curves}; pass --curves or --corpus")
     started = time.perf_counter()
-    groups: dict[str, list[Curve]] = defaultdict(list)
-    for curve in load_jsonl(args.curves, metric="val", score="val2"):
-        if curve.complete:
-            groups[curve.source].append(curve)
-    patience = {k: reports(f"patience-{k}", groups, sweep=False) for k in FRONTIER_K}
-    default = reports("default", groups, sweep=False)
-    median = reports("median", groups, sweep=True)
-    sweep = reports("default-sweep", groups, sweep=True)
-    result: dict[str, Any] = {}
-    for source in groups:
-        frontier = [(patience[k][source].mean_regret, patience[k][source].compute_saved) for k in FRONTIER_K]
-        d = default[source]
-        result[source] = {
-            "runs": d.runs,
-            "patience": {
-                k: (patience[k][source].compute_saved, patience[k][source].mean_regret) for k in TABLE_K
-            },
-            "default": (d.compute_saved, d.mean_regret),
-            "margin_over_patience": d.compute_saved - interpolate(frontier, d.mean_regret),
-            "median_sweep": (median[source].compute_saved, median[source].sweep_regret),
-            "default_sweep": (sweep[source].compute_saved, sweep[source].sweep_regret),
-        }
+    frontiers = {name: patience_frontier(src.curves, src.mode) for name, src in sources.items()}
+    pool = {"default": DEFAULT_RULES} if args.no_lofo else candidates()
+    points: dict[str, dict[str, tuple[Point, dict[str, int]]]] = {
+        cand: {name: replay_point(rules, src) for name, src in sources.items()} for cand, rules in pool.items()
+    }
+    margins = {
+        cand: {name: margin(p, list(frontiers[name].values())) for name, (p, _) in by_source.items()}
+        for cand, by_source in points.items()
+    }
+    families = sorted({s.family for s in sources.values()})
+    lofo = {
+        family: choose(margins, sources, set(families) - {family}) for family in families if len(families) > 1
+    }
     seconds = time.perf_counter() - started
+    result = {
+        "seconds": seconds,
+        "sources": {
+            name: {
+                "family": src.family,
+                "mode": src.mode,
+                "runs": len(src.curves),
+                "patience": {k: vars(frontiers[name][k]) for k in TABLE_K},
+                "default": vars(points["default"][name][0]),
+                "stopped_by": points["default"][name][1],
+                "margin": margins["default"][name],
+            }
+            for name, src in sources.items()
+        },
+        "lofo": {
+            family: {
+                "chosen": chosen,
+                "margins": {n: margins[chosen][n] for n, s in sources.items() if s.family == family},
+            }
+            for family, chosen in lofo.items()
+        },
+        "candidates": {c: min(m.values()) for c, m in margins.items()},
+    }
     if args.json:
-        print(json.dumps({"seconds": seconds, "sources": result}, indent=2))
+        print(json.dumps(result, indent=2))
         return
-    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin"]
-    print("Per run: compute saved / mean regret (val2)\n")
-    print("| source | " + " | ".join(heads) + " |")
-    print("|---|" + "---|" * len(heads))
-    for source, r in result.items():
-        cells = [f"{s:.3f} / {g:.4f}" for s, g in (r["patience"][k] for k in TABLE_K)]
-        saved, regret = r["default"]
-        cells += [f"{saved:.3f} / {regret:.4f}", f"{100 * r['margin_over_patience']:+.1f} pp"]
-        print(f"| {source} | " + " | ".join(cells) + " |")
-    print("\nPer sweep (arrival order): compute saved / regret of the best run found (val2)\n")
-    print("| source | median pruner | default-sweep |")
-    print("|---|---|---|")
-    for source, r in result.items():
-        m, d = r["median_sweep"], r["default_sweep"]
-        print(f"| {source} | {m[0]:.3f} / {m[1]:.4f} | {d[0]:.3f} / {d[1]:.4f} |")
-    print(f"\n({sum(r['runs'] for r in result.values())} complete runs, {seconds:.1f}s)")
+    print_tables(result)
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin", "default's stops"]
+    print("Per run: compute saved / mean regret (scored on val2, a held-out split)\n")
+    print("| family | source | runs | " + " | ".join(heads) + " |")
+    print("|---|---|---|" + "---|" * len(heads))
+    for name, r in result["sources"].items():
+        cells = [f"{r['patience'][k]['saved']:.3f} / {r['patience'][k]['regret']:.4f}" for k in TABLE_K]
+        d = r["default"]
+        stops = ", ".join(f"{rule} {n}" for rule, n in sorted(r["stopped_by"].items()) if rule != "-")
+        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", f"{100 * r['margin']:+.1f} pp", stops or "-"]
+        print(f"| {r['family']} | {name} | {r['runs']} | " + " | ".join(cells) + " |")
+    if result["lofo"]:
+        print("\nLeave one family out: the candidate chosen on the other families, on the held-out one\n")
+        print("| held out | chosen on the rest | margin per held-out source |")
+        print("|---|---|---|")
+        for family, r in result["lofo"].items():
+            shown = ", ".join(f"{n} {100 * m:+.1f} pp" for n, m in r["margins"].items())
+            print(f"| {family} | {r['chosen']} | {shown} |")
+        print("\nWorst-source margin of each candidate over every family:\n")
+        for cand, worst in sorted(result["candidates"].items(), key=lambda kv: -kv[1]):
+            print(f"  {100 * worst:+6.1f} pp  {cand}")
+    print(f"\n({sum(r['runs'] for r in result['sources'].values())} complete runs, {result['seconds']:.1f}s)")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from tracker.policy.rules._forecast import Forecast, ForecastParams
 from tracker.policy.rules._health import Staleness, StalenessParams, Straggler, StragglerParams
 from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
 from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
+from tracker.policy.rules._outlook import Outlook, OutlookParams
 from tracker.policy.rules._overfitting import Overfitting, OverfittingParams
 from tracker.policy.rules._patience import Patience, PatienceParams
 from tracker.policy.rules._plateau import Plateau, PlateauParams
@@ -37,6 +38,7 @@ RULES: dict[str, type[Rule[Any]]] = {
         Overfitting,
         NoProgress,
         Forecast,
+        Outlook,
         Percentile,
         Asha,
         Degenerate,
@@ -58,6 +60,7 @@ RuleSpec = Annotated[
     | OverfittingParams
     | NoProgressParams
     | ForecastParams
+    | OutlookParams
     | PercentileParams
     | AshaParams
     | DegenerateParams

@@ -16,15 +16,8 @@ from tracker.policy._types import Mode
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "checkpoint"},
-    {"rule": "degenerate", "window": 8, "max_distinct": 4, "lr_key": "lr"},
-    {
-        "rule": "forecast",
-        "delta": 0.005,
-        "window": 8,
-        "lr_key": "lr",
-        "lr_fraction": 0.7,
-        "min_progress": 0.2,
-    },
+    {"rule": "degenerate", "window": 8, "max_distinct": 4, "lr_key": "lr", "stuck_progress": 0.5},
+    {"rule": "outlook", "relative_delta": 0.02, "min_progress": 0.2, "lr_key": "lr", "lr_fraction": 0.7},
 ]
 
 # Plateau's default sweep policy: stop degenerate runs, and prune against the median of finished runs

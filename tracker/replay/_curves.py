@@ -33,6 +33,11 @@ class Curve:
     complete: bool = True
     mode: Mode | None = None
     family: str | None = None
+    score_mode: Mode | None = None
+
+    def score_sign(self, mode: Mode) -> float:
+        """+1 where a higher score is better: the score's own mode, else the watched metric's ``mode``."""
+        return 1.0 if (self.score_mode or mode) == "max" else -1.0
 
 
 def _floats(values: list[Any] | None, n: int) -> list[float]:
@@ -80,7 +85,7 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
     names) is handed to the rules under its own name, as the trainer would have logged it; ``train_loss``
     is also ``train/loss``. A run with no ``lr`` series gets the rate its documented schedule implies
     (OPDA's runs), when its hyperparameters describe one. ``mode`` (``min``/``max``), when present, is the
-    direction the watched metric improves in.
+    direction the watched metric improves in, ``score_mode`` that of the scored one (default: ``mode``).
     """
     steps = [int(x) for x in record.get("x") or []]
     n = len(steps)
@@ -98,7 +103,7 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
         lr = _schedule(record.get("hparams") or {}, steps, budget)
         if lr is not None:
             extras[LR_KEY] = lr
-    mode = record.get("mode")
+    mode, score_mode = record.get("mode"), record.get("score_mode")
     return Curve(
         source=str(record.get("source", "curves")),
         run_id=str(record.get("run_id")),
@@ -111,6 +116,7 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
         complete=bool(record.get("complete", True)),
         mode=mode if mode in get_args(Mode) else None,
         family=str(record["family"]) if record.get("family") else None,
+        score_mode=score_mode if score_mode in get_args(Mode) else None,
     )
 
 

@@ -51,7 +51,7 @@ def summarise(source: str, results: Sequence[RunResult], *, sweep: bool) -> Sour
     sweep_regret = None
     if sweep:
 
-        sign = 1.0 if not results or results[0].mode == "max" else -1.0
+        sign = results[0].curve.score_sign(results[0].mode) if results else 1.0
 
         def best(values: list[float]) -> float:
             finite = [sign * v for v in values if not math.isnan(v)]

@@ -35,13 +35,13 @@ class RunResult:
     @property
     def regret(self) -> float:
         """How much worse the kept checkpoint scores than the full run's best one (in the score's units,
-        oriented by ``mode``: positive is worse)."""
+        positive is worse)."""
         full, kept = self.curve.score[self.full_best_index], self.curve.score[self.kept_index]
         if math.isnan(full):
             return 0.0
         if math.isnan(kept):
             return math.inf
-        return full - kept if self.mode == "max" else kept - full
+        return self.curve.score_sign(self.mode) * (full - kept)
 
 
 def best_index(values: Sequence[float], upto: int, mode: Mode) -> int:

@@ -22,10 +22,16 @@ class ForecastParams(RuleParams):
     current step: with no plan, the run is assumed to go on as long again as it has so far). With a
     learning-rate key, the rule waits until the rate has decayed to ``lr_fraction`` of its peak: under a
     decaying schedule the late, low-rate phase is where curves lift, so a plateau before it is not final.
+
+    The gain that matters is ``delta`` in the metric's units, or, scale-free, ``relative_delta`` times the
+    progress the run has made so far (its best minus its first value): 0.01 asks whether the rest of the
+    run can still add 1% of what it has gained, the same bar for an accuracy, a cross-entropy or a
+    perplexity. With both, the larger margin counts.
     """
 
     rule: Literal["forecast"] = "forecast"
     delta: float = Field(default=0.001, ge=0.0, allow_inf_nan=False)
+    relative_delta: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     window: int = Field(default=10, ge=4, le=1000)
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
     batches: int = Field(default=3, ge=2, le=50)
@@ -45,7 +51,7 @@ class Forecast(Rule[ForecastParams]):
         return (self.params.lr_key,) if self.params.lr_key else ()
 
     def initial_state(self) -> State:
-        return {"xs": [], "ys": [], "best": None, "best_step": None, "stopped": False}
+        return {"xs": [], "ys": [], "best": None, "best_step": None, "first": None, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -58,6 +64,8 @@ class Forecast(Rule[ForecastParams]):
             # In place: evaluate handed this rule its own copy of the state.
             best, best_step = update_best(best, best_step, obs.value, obs.step, mode=self.mode)
             state["best"], state["best_step"] = best, best_step
+            if state.get("first") is None:
+                state["first"] = obs.value
             xs, ys = state["xs"], state["ys"]
             xs.append(obs.step)
             ys.append(obs.value)
@@ -79,11 +87,19 @@ class Forecast(Rule[ForecastParams]):
         level_now = sum(ys) / len(ys) + sign * rate * (obs.step - sum(xs) / len(xs))
         predicted = level_now + sign * rate * remaining
         gain = sign * (predicted - best)
-        if gain > p.delta:
+        first = state.get("first")  # absent from states stored before it was kept
+        progress = abs(best - first) if first is not None else 0.0
+        margin = max(p.delta, p.relative_delta * progress)
+        if gain > margin:
             return state, None
+        bar = f"{margin:.3g}" + (
+            f" ({p.relative_delta:.3g} of its progress so far, {progress:.3g})"
+            if p.relative_delta * progress > p.delta
+            else ""
+        )
         reason = (
             f"{self.monitor} is not expected to beat its best {fmt(best)} (step {best_step}) by more than "
-            f"{p.delta:g} by the planned end (step {planned}): at best {rate:.3g}/step over {remaining} "
+            f"{bar} by the planned end (step {planned}): at best {rate:.3g}/step over {remaining} "
             f"steps reaches {fmt(predicted)}"
         )
         verdict = self.stop(
@@ -96,6 +112,9 @@ class Forecast(Rule[ForecastParams]):
                 "predicted_end": predicted,
                 "predicted_gain": gain,
                 "delta": p.delta,
+                "relative_delta": p.relative_delta,
+                "progress": progress,
+                "margin": margin,
                 "lr": lr,
                 "planned_steps": planned,
             },

@@ -1,0 +1,152 @@
+"""``outlook``: stop when the pace of the best value, carried to the planned end, adds too little."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._improvement import update_best
+from tracker.policy._stats import noise_sigma
+from tracker.policy._types import Context, Observation, Verdict, fmt
+
+# The best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
+# older (so the measured pace larger, the outlook more hopeful), never the reverse.
+_MAX_PATH = 64
+_NOISE_WINDOW = 8
+
+
+class OutlookParams(RuleParams):
+    """Stop when even the best value's own recent pace, kept up to the planned end, cannot add
+    ``relative_delta`` of the progress the run has made so far.
+
+    At step ``t`` the best so far is compared with the best at step ``t / 2``: the gain over the last
+    doubling of the run. Learning curves gain less and less per step (power laws, exponentials); the most
+    they keep is a constant gain per *doubling* of the steps (a logarithmic curve), so by the planned end
+    ``T`` the best can still gain about ``gain over the last doubling x log2(T / t)``. The rule stops when
+    that is at most ``relative_delta x (best - first value)``: scale-free in the metric (a share of the
+    run's own progress, the same bar for accuracy, cross-entropy or perplexity) and in time (doublings,
+    whatever the unit of a step). With no plan the run is taken to last as long again (one doubling).
+
+    Guards, all of which must pass: at least ``min_evaluations`` evaluations and ``min_progress`` of the
+    plan; the run has learned (its progress exceeds ``learned_noise`` times its own noise, a robust
+    estimate from the last evaluations' differences; a run still at its starting level is left to
+    ``degenerate``); and with a learning rate (``lr_key``), the rate has decayed to ``lr_fraction`` of its
+    peak (decaying schedules lift plateaus late).
+    """
+
+    rule: Literal["outlook"] = "outlook"
+    relative_delta: float = Field(default=0.02, gt=0.0, le=1.0, allow_inf_nan=False)
+    min_evaluations: int = Field(default=8, ge=2, le=1000)
+    min_progress: float = Field(default=0.2, ge=0.0, le=1.0)
+    learned_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    planned_steps: int | None = Field(default=None, ge=1)
+    lr_key: str | None = Field(default=None, min_length=1)
+    lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class Outlook(Rule[OutlookParams]):
+    """NaN/inf move nothing (``non_finite`` judges them). Ties do not improve. Silent after it stops."""
+
+    name = "outlook"
+    in_place = True
+
+    def required_keys(self) -> tuple[str, ...]:
+        return (self.params.lr_key,) if self.params.lr_key else ()
+
+    def initial_state(self) -> State:
+        return {
+            "best": None,
+            "best_step": None,
+            "first": None,
+            "path": [],
+            "recent": [],
+            "seen": 0,
+            "stopped": False,
+        }
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        p = self.params
+        if state["stopped"]:
+            return state, None
+        lr = obs.extras.get(p.lr_key) if p.lr_key else None
+        if lr is not None and math.isfinite(lr):
+            state["lr_rising"] = lr > (state.get("lr") or 0.0)
+            state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
+        if not math.isfinite(obs.value):
+            return state, None
+        # In place: evaluate handed this rule its own copy of the state.
+        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        path, recent = state["path"], state["recent"]
+        if best_step == obs.step:
+            path.append([obs.step, best])
+            if len(path) > _MAX_PATH:
+                del path[1:-1:2]  # thin the middle, keep the first and the latest
+        recent.append(obs.value)
+        if len(recent) > _NOISE_WINDOW:
+            del recent[0]
+        if state["first"] is None:
+            state["first"] = obs.value
+        state["best"], state["best_step"] = best, best_step
+        state["seen"] += 1
+        verdict = self._judge(state, obs, ctx, lr)
+        if verdict is not None:
+            state["stopped"] = True
+        return state, verdict
+
+    def _judge(self, state: State, obs: Observation, ctx: Context, lr: float | None) -> Verdict | None:
+        p = self.params
+        t = obs.step
+        planned = p.planned_steps or ctx.planned_steps or 2 * t
+        if state["seen"] < p.min_evaluations or t <= 0 or t < p.min_progress * planned:
+            return None
+        if lr is not None and self._schedule_pending(state, lr):
+            return None
+        best, first = state["best"], state["first"]
+        progress = abs(best - first)
+        noise = noise_sigma(state["recent"])
+        if progress <= p.learned_noise * noise or progress == 0.0:
+            return None
+        earlier = [value for step, value in state["path"] if step <= t / 2]
+        if not earlier:
+            return None
+        pace = abs(best - earlier[-1])  # gain of the best over the last doubling of the run
+        doublings = math.log2(planned / t) if planned > t else 0.0
+        outlook = pace * doublings
+        bar = p.relative_delta * progress
+        if outlook > bar:
+            return None
+        reason = (
+            f"{self.monitor} gained {pace:.3g} on its best over the last doubling of the run "
+            f"(steps {t // 2}-{t}); at that pace the {doublings:.2g} doublings left to the planned end "
+            f"(step {planned}) add {outlook:.3g}, at most {p.relative_delta:g} of its progress so far "
+            f"({progress:.3g}); keep step {state['best_step']} ({fmt(best)})"
+        )
+        return self.stop(
+            obs,
+            reason=reason,
+            evidence={
+                "pace": pace,
+                "doublings_left": doublings,
+                "outlook": outlook,
+                "progress": progress,
+                "relative_delta": p.relative_delta,
+                "bar": bar,
+                "noise": noise,
+                "planned_steps": planned,
+                "lr": lr,
+            },
+            best_step=state["best_step"],
+            best_value=best,
+        )
+
+    def _schedule_pending(self, state: State, lr: float) -> bool:
+        """Whether the logged learning rate says the schedule has gains to come: it is still warming up
+        (it rose since the last evaluation), or it has started to decay and is still above ``lr_fraction``
+        of its peak. A rate flat at its peak (a constant schedule so far) holds nothing back."""
+        peak = state.get("lr_peak") or 0.0
+        if state.get("lr_rising") and state["seen"] > 1:
+            return True
+        return self.params.lr_fraction * peak < lr < peak
