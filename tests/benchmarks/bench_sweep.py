@@ -1,0 +1,164 @@
+"""Sweeps: Plateau's ``default-sweep`` beside real Optuna pruners and the i-Epoch baseline.
+
+    python -m tests.benchmarks.bench_sweep [--curves OPDA.jsonl] [--corpus CORPUS.jsonl ...] [--quick]
+
+Each source is replayed as one sweep, its runs in the file's order (arrival order): Plateau through
+``replay_sweep`` (cross-run rules see only the runs replayed before), Optuna through a real in-memory
+``Study`` (``ask``, ``report`` at each checkpoint's step, ``should_prune``, ``tell``), every run stopped
+where its policy or pruner stopped it and keeping its best checkpoint up to there. Scores: compute saved
+(cost-weighted) and the sweep's regret (score of the best checkpoint of the whole sweep minus that of the
+best checkpoint kept).
+
+Optuna grid: ``MedianPruner`` and ``PercentilePruner(25)`` with 5 or 10 startup trials and warm-up 0 to 8
+evaluations (``n_warmup_steps`` in the source's own step unit), ``SuccessiveHalvingPruner``,
+``HyperbandPruner``, ``WilcoxonPruner`` and ``PatientPruner(MedianPruner(), patience=3)``, each with its
+own defaults otherwise. ``--quick`` keeps warm-ups 0, 2 and 4.
+
+The i-Epoch baseline (Egele et al., 2024) trains every run for its first i evaluations and keeps the best;
+its front is every i.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks.bench_replay import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
+from tracker.policy.presets import preset
+from tracker.replay._curves import Curve
+from tracker.replay._report import summarise
+from tracker.replay._simulate import RunResult, best_index, replay_sweep
+
+
+def _results(source: Source, stops: Sequence[int], by: Sequence[str | None]) -> list[RunResult]:
+    return [
+        RunResult(
+            curve=c,
+            stop_index=s,
+            kept_index=best_index(c.watch, s, source.mode),
+            full_best_index=best_index(c.watch, len(c.watch) - 1, source.mode),
+            stopped_by=b,
+            mode=source.mode,
+        )
+        for c, s, b in zip(source.curves, stops, by, strict=True)
+    ]
+
+
+def score(source: Source, stops: Sequence[int], by: Sequence[str | None] | None = None) -> tuple[float, float]:
+    """(compute saved, sweep regret) when each run stops at its index in ``stops``."""
+    report = summarise(source.name, _results(source, stops, by or [None] * len(stops)), sweep=True)
+    return report.compute_saved, float(report.sweep_regret or 0.0)
+
+
+def optuna_stops(source: Source, make_pruner: Callable[[], Any]) -> list[int]:
+    """Where a real Optuna study with this pruner stops each run, the runs told in arrival order."""
+    import optuna
+
+    direction = "maximize" if source.mode == "max" else "minimize"
+    study = optuna.create_study(direction=direction, pruner=make_pruner())
+    stops = []
+    for curve in source.curves:
+        trial = study.ask()
+        stop = len(curve.steps) - 1
+        for i, (step, value) in enumerate(zip(curve.steps, curve.watch, strict=True)):
+            trial.report(value, step)
+            if trial.should_prune():
+                stop = i
+                break
+        if stop < len(curve.steps) - 1:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            finite = [v for v in curve.watch if math.isfinite(v)]
+            best = (max if source.mode == "max" else min)(finite) if finite else math.nan
+            if math.isfinite(best):
+                study.tell(trial, best)
+            else:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        stops.append(stop)
+    return stops
+
+
+def optuna_grid(unit: int, warmups: Sequence[int]) -> dict[str, Callable[[], Any]]:
+    import optuna.pruners as op
+
+    grid: dict[str, Callable[[], Any]] = {}
+    for startup in (5, 10):
+        for w in warmups:
+            grid[f"Median({startup}, warm-up {w})"] = lambda s=startup, w=w: op.MedianPruner(s, w * unit)
+            grid[f"Percentile(25, {startup}, warm-up {w})"] = lambda s=startup, w=w: op.PercentilePruner(
+                25.0, s, w * unit
+            )
+    grid["SuccessiveHalving()"] = op.SuccessiveHalvingPruner
+    grid["Hyperband()"] = op.HyperbandPruner
+    grid["Wilcoxon()"] = op.WilcoxonPruner
+    grid["Patient(Median(), 3)"] = lambda: op.PatientPruner(op.MedianPruner(), patience=3)
+    return grid
+
+
+def i_epoch_front(source: Source) -> list[tuple[float, float]]:
+    longest = max(len(c.steps) for c in source.curves)
+    return [score(source, [min(i, len(c.steps) - 1) for c in source.curves]) for i in range(longest)]
+
+
+def front_saved_at(front: Sequence[tuple[float, float]], regret: float) -> float:
+    """The most a front saves at a sweep regret no larger than ``regret``."""
+    return max((saved for saved, r in front if r <= regret + 1e-12), default=0.0)
+
+
+def _unit(curves: Sequence[Curve]) -> int:
+    return min(c.steps[0] for c in curves if c.steps) or 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES)
+    parser.add_argument("--corpus", type=Path, nargs="*", default=[DEFAULT_CORPUS])
+    parser.add_argument("--quick", action="store_true", help="Optuna warm-ups 0, 2, 4 only")
+    parser.add_argument("--source", action="append", help="only these sources")
+    args = parser.parse_args()
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+    sources = load_sources(args.curves if args.curves.exists() else None, [p for p in args.corpus if p.exists()])
+    if args.source:
+        sources = {n: s for n, s in sources.items() if n in args.source}
+    warmups = (0, 2, 4) if args.quick else tuple(range(9))
+    print("Per sweep (arrival order): compute saved / regret of the best run found\n")
+    print(
+        "| family | source | runs | default-sweep | best Optuna at no larger regret | margin "
+        "| best Optuna overall | i-Epoch at no larger regret |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    started = time.perf_counter()
+    for name, source in sources.items():
+        policy = preset("default-sweep", monitor="val", mode=source.mode)
+        results = replay_sweep(policy, source.curves)
+        ours = score(source, [r.stop_index for r in results], [r.stopped_by for r in results])
+        optuna_points = {
+            label: score(source, optuna_stops(source, make))
+            for label, make in optuna_grid(_unit(source.curves), warmups).items()
+        }
+        eligible = {k: v for k, v in optuna_points.items() if v[1] <= ours[1] + 1e-12}
+        best_eligible = max(eligible.items(), key=lambda kv: kv[1][0]) if eligible else None
+        best_overall = max(optuna_points.items(), key=lambda kv: kv[1][0])
+        i_epoch = front_saved_at(i_epoch_front(source), ours[1])
+        cells = [f"{ours[0]:.3f} / {ours[1]:.4f}"]
+        if best_eligible:
+            label, (saved, regret) = best_eligible
+            cells += [f"{label}: {saved:.3f} / {regret:.4f}", f"{100 * (ours[0] - saved):+.1f} pp"]
+        else:
+            cells += ["none", "-"]
+        label, (saved, regret) = best_overall
+        cells += [f"{label}: {saved:.3f} / {regret:.4f}", f"{i_epoch:.3f}"]
+        print(f"| {source.family} | {name} | {len(source.curves)} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\n({time.perf_counter() - started:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()
