@@ -171,3 +171,42 @@ def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
     report = json.loads(out.stdout)
     assert report["sources"][experiment]["runs"] == 2
     assert sorted(report["stop_index"].values()) == [3, 4]
+
+
+def test_the_benchmarks_patience_frontier_matches_the_engine(opda_slice: Path) -> None:
+    from tests.benchmarks._frontier import patience_stops
+
+    curves = [c for c in load_jsonl(opda_slice, metric="val", score="val2") if c.complete]
+    for k in (1, 3, 7, 40):
+        policy = preset(f"patience-{k}", monitor="val", mode="max")
+        for curve in curves:
+            assert replay_curve(policy, curve).stop_index == patience_stops(curve.watch, [k], "max")[k]
+
+
+def test_replay_hands_the_files_series_to_the_rules(tmp_path: Path) -> None:
+    """A curve file's per-checkpoint series (here ``lr``) reach the rules under their own names; the
+    file's ``mode`` orients the watched loss and ``score_mode`` the accuracy its regret is scored on."""
+    n = 60
+    loss = [0.2 + 2.0 * math.exp(-0.3 * i) for i in range(n)]
+    accuracy = [0.9 - 0.8 * math.exp(-0.3 * i) for i in range(n)]
+    base = {"x": list(range(1, n + 1)), "budget": 100, "val": loss, "val2": accuracy, "mode": "min"}
+    records = [
+        {**base, "source": "flat-rate", "run_id": "a", "score_mode": "max", "lr": [0.5] * n},
+        {
+            **base,
+            "source": "high-rate",
+            "run_id": "b",
+            "score_mode": "max",
+            "lr": [1.0 - i / 100 for i in range(n)],
+        },
+    ]
+    path = tmp_path / "curves.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = plateau_replay("default", "--curves", str(path), "--score", "val2", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    stops = report["stop_index"]
+    assert stops["flat-rate/a"] < n - 1  # a constant rate holds nothing back: outlook stops the plateau
+    assert stops["high-rate/b"] == n - 1  # a rate still above 30% of its peak: no stop
+    assert report["sources"]["flat-rate"]["stopped_by"] == {"outlook": 1}
+    assert 0.0 <= report["sources"]["flat-rate"]["mean_regret"] < 0.001

@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--mode",
         choices=["min", "max"],
-        help="the direction the metric improves in (default: the curve file's own \"mode\", else max)",
+        help='the direction the metric improves in (default: the curve file\'s own "mode", else max)',
     )
     replay.add_argument("--sweep", action="store_true", help="replay each source as a sweep in arrival order")
     replay.add_argument("--source", action="append", help="only these sources")

@@ -64,7 +64,9 @@ def outcome(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> Point:
     return Point(saved / full if full > 0 else 0.0, sum(regrets) / len(regrets))
 
 
-def patience_frontier(curves: Sequence[Curve], mode: Mode, ks: Sequence[int] = FRONTIER_K) -> dict[int, Point]:
+def patience_frontier(
+    curves: Sequence[Curve], mode: Mode, ks: Sequence[int] = FRONTIER_K
+) -> dict[int, Point]:
     per_curve = [patience_stops(c.watch, ks, mode) for c in curves]
     return {k: outcome(curves, [s[k] for s in per_curve], mode) for k in ks}
 
@@ -79,9 +81,11 @@ def saved_at(frontier: Sequence[Point], regret: float) -> float:
             pareto.append(p)
     for a, b in itertools.pairwise(pareto):
         if a.regret <= regret <= b.regret:
-            return a.saved if b.regret == a.regret else a.saved + (b.saved - a.saved) * (
-                regret - a.regret
-            ) / (b.regret - a.regret)
+            return (
+                a.saved
+                if b.regret == a.regret
+                else a.saved + (b.saved - a.saved) * (regret - a.regret) / (b.regret - a.regret)
+            )
     return pareto[-1].saved if regret >= pareto[-1].regret else 0.0
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._frontier import FRONTIER_K, Point, margin, outcome, patience_frontier
+from tests.benchmarks._frontier import Point, margin, outcome, patience_frontier
 from tracker.policy import Mode, PolicySpec
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
@@ -78,7 +78,11 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
         for lr_fraction in (0.3, 0.7):
             for progress in (0.2, 0.3):
                 out[f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}"] = _with(
-                    DEFAULT_RULES, "outlook", relative_delta=rel, lr_fraction=lr_fraction, min_progress=progress
+                    DEFAULT_RULES,
+                    "outlook",
+                    relative_delta=rel,
+                    lr_fraction=lr_fraction,
+                    min_progress=progress,
                 )
     return out
 
@@ -128,7 +132,8 @@ def main() -> None:
     frontiers = {name: patience_frontier(src.curves, src.mode) for name, src in sources.items()}
     pool = {"default": DEFAULT_RULES} if args.no_lofo else candidates()
     points: dict[str, dict[str, tuple[Point, dict[str, int]]]] = {
-        cand: {name: replay_point(rules, src) for name, src in sources.items()} for cand, rules in pool.items()
+        cand: {name: replay_point(rules, src) for name, src in sources.items()}
+        for cand, rules in pool.items()
     }
     margins = {
         cand: {name: margin(p, list(frontiers[name].values())) for name, (p, _) in by_source.items()}
@@ -193,7 +198,8 @@ def print_tables(result: dict[str, Any]) -> None:
         print("\nEach candidate over every source: worst margin, worst mean regret\n")
         for cand, (worst, regret) in sorted(result["candidates"].items(), key=lambda kv: -kv[1][0]):
             print(f"  {100 * worst:+6.1f} pp  {regret:.4f}  {cand}")
-        print(f"\nChosen on every family (worst margin, mean regret <= {REGRET_BOUND}): {result['chosen_on_all']}")
+        bound = f"worst margin, mean regret <= {REGRET_BOUND}"
+        print(f"\nChosen on every family ({bound}): {result['chosen_on_all']}")
     print(f"\n({sum(r['runs'] for r in result['sources'].values())} complete runs, {result['seconds']:.1f}s)")
 
 

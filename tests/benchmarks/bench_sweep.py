@@ -49,7 +49,9 @@ def _results(source: Source, stops: Sequence[int], by: Sequence[str | None]) -> 
     ]
 
 
-def score(source: Source, stops: Sequence[int], by: Sequence[str | None] | None = None) -> tuple[float, float]:
+def score(
+    source: Source, stops: Sequence[int], by: Sequence[str | None] | None = None
+) -> tuple[float, float]:
     """(compute saved, sweep regret) when each run stops at its index in ``stops``."""
     report = summarise(source.name, _results(source, stops, by or [None] * len(stops)), sweep=True)
     return report.compute_saved, float(report.sweep_regret or 0.0)
@@ -125,7 +127,9 @@ def main() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
-    sources = load_sources(args.curves if args.curves.exists() else None, [p for p in args.corpus if p.exists()])
+    sources = load_sources(
+        args.curves if args.curves.exists() else None, [p for p in args.corpus if p.exists()]
+    )
     if args.source:
         sources = {n: s for n, s in sources.items() if n in args.source}
     warmups = (0, 2, 4) if args.quick else tuple(range(9))

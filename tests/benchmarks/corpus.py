@@ -21,7 +21,8 @@ Each line has the OPDA fields (``source``, ``run_id``, ``hparams``, ``budget``, 
 ``complete``, ``diverged``) plus ``mode``, ``score_mode``, ``family`` and per-checkpoint series
 ``train_loss``, ``val_loss``, ``val_acc``, ``test_loss`` and, where the run logs it, ``lr``. ``val2`` is
 the accuracy on a held-out test split (larger than the validation split where the data allows), whichever
-metric is watched, so a stop is scored on data the rule never saw. A run whose training loss turns NaN ends there (``diverged``, incomplete).
+metric is watched, so a stop is scored on data the rule never saw. A run whose training loss turns NaN
+ends there (``diverged``, incomplete).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def _torch_curves(task: Task, hp: dict[str, Any], seed: int) -> dict[str, Any]:
     }
     model: nn.Module
     if task.model == "cnn":
-        side = int(math.isqrt(xt.shape[1]))
+        side = math.isqrt(xt.shape[1])
         width = max(8, hp["width"] // 8)
         model = nn.Sequential(
             nn.Unflatten(1, (1, side, side)),

@@ -50,7 +50,6 @@ def summarise(source: str, results: Sequence[RunResult], *, sweep: bool) -> Sour
     regrets = [r.regret for r in results]
     sweep_regret = None
     if sweep:
-
         sign = results[0].curve.score_sign(results[0].mode) if results else 1.0
 
         def best(values: list[float]) -> float:

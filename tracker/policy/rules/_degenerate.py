@@ -26,12 +26,12 @@ class DegenerateParams(RuleParams):
       covered (best minus worst so far), and below the best by more than twice the window's own spread:
       the run had learned, and has fallen back (to chance, typically).
     - *stuck*: the run's whole range is no wider than the window's own spread, and its best is older than
-      the window: it has never moved beyond the values it repeats. A run that has not started learning looks exactly like that, so it is judged only
-      past ``stuck_progress`` of its planned length (with no plan and ``stuck_progress`` above 0, after
-      ``2 * window`` evaluations).
+      the window: it has never moved beyond the values it repeats. A run that has not started learning
+      looks exactly like that, so it is judged only past ``stuck_progress`` of its planned length (with
+      no plan and ``stuck_progress`` above 0, after ``2 * window`` evaluations).
 
     A plateau at a level the run climbed to (the window holds the run's best, well above where it started)
-    is neither: that is for ``forecast`` or ``patience`` to judge.
+    is neither: that is for ``outlook``, ``forecast`` or ``patience`` to judge.
 
     Nothing is judged before the warm-up is over: the learning rate (``lr_key``) has started to fall, the
     step is at least ``warmup``, and past ``min_progress`` of the planned length; many runs sit at chance
@@ -91,6 +91,7 @@ class Degenerate(Rule[DegenerateParams]):
             del ys[: len(ys) - p.window]
         if not warm or len(ys) < p.window or len(set(ys)) > p.max_distinct:
             return state, None
+        assert best is not None  # this value is finite, so it set or kept a finite best
         kind = self._kind(ys, best, worst, obs, ctx, seen, seen - state.get("best_seen", 0))
         if kind is None:
             return state, None

@@ -1,0 +1,173 @@
+"""The default policy's rules, pinned by tables: ``degenerate`` judged against the run's own range,
+``outlook`` scale-free in the metric and in time, both safe on coarse metrics and without a learning rate."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.test_rule_library import judge, stop_of
+from tracker.policy import Context
+from tracker.policy.presets import DEFAULT_RULES
+
+Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
+
+
+def coarse(levels: list[int]) -> list[float]:
+    return [k * Q for k in levels]
+
+
+DEGENERATE = {"rule": "degenerate", "window": 8, "max_distinct": 4, "stuck_progress": 0.5}
+
+# (id, values, planned steps, expected stop step or None, kind)
+DEGENERATE_TABLE = [
+    # A learning run on a coarse metric repeats values, but keeps setting new bests: never degenerate.
+    ("coarse-learning", coarse([3, 4, 4, 5, 5, 5, 6, 6, 7, 7, 7, 8, 8]), 40, None, None),
+    # At chance, jittering by a step or two from the very start: stuck, but judged only past half the plan.
+    ("coarse-chance-waits", coarse([3, 4, 3, 3, 4, 3, 2, 3, 3, 4, 3, 3, 3, 2, 3, 3]), 40, None, None),
+    ("coarse-chance-half-plan", coarse([3, 4, 3, 3, 4, 3, 2, 3, 3, 4, 3] * 2), 20, 10, "stuck"),
+    # A slow start that dips a step below its first value is not a collapse (the dip is within noise).
+    ("coarse-dip-is-noise", coarse([13, 12, 12, 12, 12, 12, 11, 11, 11, 11, 11, 12]), 50, None, None),
+    # Learned, then collapsed to the class shares (MNLI's 0.3182 / 0.3274 / 0.3545): stopped at once.
+    (
+        "collapsed",
+        [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545],
+        64,
+        9,
+        "collapsed",
+    ),
+    # A plateau the run climbed to: a few values, but holding its best, far above where it began.
+    ("high-plateau", coarse([3, 10, 20, 26, 27, 28, 27, 28, 28, 27, 28, 27, 28, 28]), 20, None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "planned", "step", "kind"), DEGENERATE_TABLE, ids=[r[0] for r in DEGENERATE_TABLE]
+)
+def test_degenerate_table(id_, values, planned, step, kind) -> None:
+    stop = stop_of(judge([DEGENERATE], values, ctx=Context(planned_steps=planned)))
+    if step is None:
+        assert stop is None, stop.reason
+    else:
+        assert stop is not None
+        assert (stop.step, stop.evidence["kind"]) == (step, kind)
+        assert "distinct value(s)" in stop.reason
+        json.dumps(stop.evidence)
+
+
+def test_degenerate_collapse_keeps_the_best_before_it() -> None:
+    values = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545]
+    stop = stop_of(judge([DEGENERATE], values, ctx=Context(planned_steps=64)))
+    assert (stop.best_step, stop.best_value) == (1, 0.801)
+    assert "collapsed" in stop.reason
+
+
+def test_degenerate_waits_for_the_learning_rate_warm_up() -> None:
+    values = [0.001] * 12
+    rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.0}]
+    rising = {"lr": [0.1 * (i + 1) for i in range(12)]}
+    assert stop_of(judge(rules, values, extras=rising)) is None
+    falls = {"lr": [0.1 * (i + 1) for i in range(6)] + [0.5] * 6}
+    assert (
+        stop_of(judge(rules, values, extras=falls)).step == 8
+    )  # rate falls at 6; best (0) older than the window at 8
+
+
+OUTLOOK = {"rule": "outlook", "relative_delta": 0.01, "min_progress": 0.3}
+
+
+def saturating(n: int, *, rate: float = 0.3, top: float = 0.9, start: float = 0.1) -> list[float]:
+    return [top - (top - start) * math.exp(-rate * i) for i in range(n)]
+
+
+def test_outlook_stops_a_saturated_curve_and_says_why() -> None:
+    values = saturating(60)
+    stop = stop_of(judge([OUTLOOK], values, ctx=Context(planned_steps=100)))
+    assert stop is not None
+    assert stop.step >= 30  # not before 30% of the plan
+    evidence = stop.evidence
+    assert evidence["outlook"] <= evidence["bar"] == pytest.approx(0.01 * evidence["progress"])
+    assert evidence["outlook"] == pytest.approx(evidence["pace"] * math.log2(100 / stop.step))
+    assert "last doubling of the run" in stop.reason
+    assert "at most 0.01 of its progress so far" in stop.reason
+
+
+def test_outlook_lets_a_curve_that_still_gains_per_doubling_run() -> None:
+    log_like = [0.1 + 0.1 * math.log(1 + i) for i in range(100)]
+    stop = stop_of(judge([OUTLOOK], log_like, ctx=Context(planned_steps=100)))
+    # Only in the last few steps, where what is left of the plan is too short to add 1% of the progress.
+    assert stop is None or stop.step >= 95
+
+
+@pytest.mark.parametrize(
+    ("scale", "shift", "mode"), [(1.0, 0.0, "max"), (1000.0, 5.0, "max"), (-3.0, 9.0, "min")]
+)
+def test_outlook_is_scale_free(scale, shift, mode) -> None:
+    """An accuracy, the same curve in other units, and a loss falling the same way stop at the same step."""
+    values = [shift + scale * v for v in saturating(60)]
+    stop = stop_of(judge([OUTLOOK], values, mode=mode, ctx=Context(planned_steps=100)))
+    reference = stop_of(judge([OUTLOOK], saturating(60), ctx=Context(planned_steps=100)))
+    assert stop.step == reference.step
+
+
+def test_outlook_on_a_quantised_metric_waits_for_half_the_run_without_a_new_step() -> None:
+    # Climbs one step per evaluation up to 27/30 (step 24), then holds at 26-27: a single new step of the
+    # metric within the last half of the run keeps it going; none for a whole doubling stops it.
+    values = coarse([min(27, 3 + i) if i < 30 else 26 + i % 2 for i in range(80)])
+    stop = stop_of(judge([OUTLOOK], values, ctx=Context(planned_steps=80)))
+    assert stop is not None
+    assert stop.step == 2 * 24
+    assert stop.evidence["pace"] == 0.0
+
+
+def test_outlook_without_a_plan_assumes_as_long_again() -> None:
+    values = saturating(40)
+    stop = stop_of(judge([OUTLOOK], values))
+    assert stop is not None
+    assert stop.evidence["planned_steps"] == 2 * stop.step
+    assert stop.evidence["doublings_left"] == 1.0
+
+
+def test_outlook_leaves_a_run_that_has_not_learned_to_degenerate() -> None:
+    flat_noise = [0.1, 0.1333, 0.1, 0.0667, 0.1, 0.1333, 0.1, 0.1] * 6
+    assert stop_of(judge([OUTLOOK], flat_noise, ctx=Context(planned_steps=48))) is None
+
+
+def test_outlook_with_a_learning_rate() -> None:
+    values = saturating(60)
+    rules = [{**OUTLOOK, "lr_key": "lr", "lr_fraction": 0.3}]
+    ctx = Context(planned_steps=100)
+    # Decaying linearly from 1 to 0 over the plan: not before the rate is down to 30% of its peak.
+    decaying = {"lr": [1.0 - i / 100 for i in range(60)]}
+    assert stop_of(judge(rules, values, extras=decaying, ctx=ctx)) is None
+    late = {"lr": [1.0 - i / 60 for i in range(60)]}
+    stop = stop_of(judge(rules, values, extras=late, ctx=ctx))
+    assert stop is not None
+    assert late["lr"][stop.step] <= 0.3
+    # Still warming up (rising): held back. A constant rate holds nothing back (it stops as with no rate).
+    warming = {"lr": [i / 60 for i in range(60)]}
+    assert stop_of(judge(rules, values, extras=warming, ctx=ctx)) is None
+    constant = {"lr": [0.5] * 60}
+    no_rate = stop_of(judge([OUTLOOK], values, ctx=ctx))
+    assert stop_of(judge(rules, values, extras=constant, ctx=ctx)).step == no_rate.step
+
+
+def test_default_lets_a_long_flat_start_on_a_coarse_metric_climb() -> None:
+    """The issue's case: accuracy at chance for eight evaluations, no learning rate logged, then a climb
+    to 0.90. The default must not stop it at chance."""
+    values = coarse([3, 3, 3, 3, 3, 3, 3, 3, 3, 4, 6, 9, 13, 17, 20, 23, 25, 26, 27, 27] + [27] * 20)
+    evaluation = judge(DEFAULT_RULES, values, ctx=Context(planned_steps=40))
+    stop = stop_of(evaluation)
+    assert stop is None or stop.step >= 20
+    assert stop is None or stop.best_value == pytest.approx(0.9)
+
+
+def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
+    collapsed = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545, 0.3274]
+    stop = stop_of(judge(DEFAULT_RULES, collapsed, ctx=Context(planned_steps=64)))
+    assert (stop.rule, stop.best_step) == ("degenerate", 1)
+    stop = stop_of(judge(DEFAULT_RULES, saturating(80), ctx=Context(planned_steps=100)))
+    assert stop is not None
+    assert stop.rule == "outlook"
