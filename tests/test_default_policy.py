@@ -171,3 +171,19 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     stop = stop_of(judge(DEFAULT_RULES, saturating(80), ctx=Context(planned_steps=100)))
     assert stop is not None
     assert stop.rule == "outlook"
+
+
+def test_outlook_noise_discount_takes_a_lucky_step_on_a_coarse_metric_for_noise() -> None:
+    # Climbs to 26/30 by step 11, jitters between 25 and 26, one lucky 27 at step 20, jitters on. Without
+    # the discount that single step is progress until a whole doubling has passed it (step 40); with it
+    # (twice the run's step-to-step noise, about 0.7 of a step here) it is noise.
+    values = coarse([min(26, 3 + 2 * i) for i in range(12)] + [25 + i % 2 for i in range(8)] + [27])
+    values += coarse([25 + i % 2 for i in range(15)])
+    plan = Context(planned_steps=100)
+    plain = stop_of(judge([OUTLOOK], values, ctx=plan))
+    discounted = stop_of(judge([{**OUTLOOK, "noise_discount": 2.0}], values, ctx=plan))
+    assert plain is None
+    assert discounted is not None
+    assert discounted.step == 30  # the first step past min_progress
+    assert discounted.evidence["raw_pace"] == pytest.approx(Q)
+    assert discounted.evidence["pace"] == 0.0

@@ -61,6 +61,16 @@ def noise_sigma(ys: Sequence[float]) -> float:
     return median / 0.6745 / math.sqrt(2)
 
 
+def step_noise(ys: Sequence[float]) -> float:
+    """Step-to-step noise: the spread of the detrended first differences / sqrt(2). Unlike the median
+    absolute difference it is not zero on a coarse metric whose values mostly repeat."""
+    diffs = [b - a for a, b in itertools.pairwise(ys)]
+    if len(diffs) < 2:
+        return 0.0
+    mean = sum(diffs) / len(diffs)
+    return math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / 2)
+
+
 def trend(xs: Sequence[float], ys: Sequence[float], *, alpha: float, batches: int) -> Trend:
     """OLS slope of ``ys`` on ``xs`` with a batch-means standard error and a (1 - 2 alpha) interval."""
     n = len(xs)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._improvement import update_best
-from tracker.policy._stats import noise_sigma
+from tracker.policy._stats import noise_sigma, step_noise
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 # The best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
@@ -33,8 +33,13 @@ class OutlookParams(RuleParams):
     Guards, all of which must pass: at least ``min_evaluations`` evaluations and ``min_progress`` of the
     plan; the run has learned (its progress exceeds ``learned_noise`` times its own noise, a robust
     estimate from the last evaluations' differences; a run still at its starting level is left to
-    ``degenerate``); and with a learning rate (``lr_key``), the rate has decayed to ``lr_fraction`` of its
-    peak (decaying schedules lift plateaus late).
+    ``degenerate``); and with a learning rate (``lr_key``), the rate is not warming up, and once it has
+    started to decay it is down to ``lr_fraction`` of its peak (decaying schedules lift plateaus late; a
+    rate still flat at its peak, a constant schedule so far, holds nothing back).
+
+    ``noise_discount``: the pace counts only beyond that many times the run's step-to-step noise (the
+    detrended spread of the last evaluations' differences): on a coarse metric a lucky step up is not
+    progress.
     """
 
     rule: Literal["outlook"] = "outlook"
@@ -45,6 +50,7 @@ class OutlookParams(RuleParams):
     planned_steps: int | None = Field(default=None, ge=1)
     lr_key: str | None = Field(default=None, min_length=1)
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    noise_discount: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -102,8 +108,6 @@ class Outlook(Rule[OutlookParams]):
         planned = p.planned_steps or ctx.planned_steps or 2 * t
         if state["seen"] < p.min_evaluations or t <= 0 or t < p.min_progress * planned:
             return None
-        if lr is not None and self._schedule_pending(state, lr):
-            return None
         best, first = state["best"], state["first"]
         progress = abs(best - first)
         noise = noise_sigma(state["recent"])
@@ -112,7 +116,11 @@ class Outlook(Rule[OutlookParams]):
         earlier = [value for step, value in state["path"] if step <= t / 2]
         if not earlier:
             return None
-        pace = abs(best - earlier[-1])  # gain of the best over the last doubling of the run
+        raw_pace = abs(best - earlier[-1])  # gain of the best over the last doubling of the run
+        jitter = step_noise(state["recent"])
+        pace = max(0.0, raw_pace - p.noise_discount * jitter)
+        if lr is not None and self._schedule_pending(state, lr):
+            return None
         doublings = math.log2(planned / t) if planned > t else 0.0
         outlook = pace * doublings
         bar = p.relative_delta * progress
@@ -129,6 +137,8 @@ class Outlook(Rule[OutlookParams]):
             reason=reason,
             evidence={
                 "pace": pace,
+                "raw_pace": raw_pace,
+                "step_noise": jitter,
                 "doublings_left": doublings,
                 "outlook": outlook,
                 "progress": progress,
