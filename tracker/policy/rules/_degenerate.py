@@ -79,7 +79,8 @@ class Degenerate(Rule[DegenerateParams]):
         )
         best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
         worst = state.get("worst")
-        worst = obs.value if worst is None else (min if self.mode == "max" else max)(worst, obs.value)
+        if worst is None or (obs.value < worst if self.mode == "max" else obs.value > worst):
+            worst = obs.value
         seen = state.get("seen", 0) + 1
         if best_step == obs.step:
             state["best_seen"] = seen

@@ -78,9 +78,11 @@ class Outlook(Rule[OutlookParams]):
         if state["stopped"]:
             return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
-        if lr is not None and math.isfinite(lr):
+        if lr is not None and lr != state.get("lr") and math.isfinite(lr):  # the same rate: nothing moves
             state["lr_rising"] = lr > (state.get("lr") or 0.0)
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
+        elif state.get("lr_rising"):
+            state["lr_rising"] = False
         if not math.isfinite(obs.value):
             return state, None
         # In place: evaluate handed this rule its own copy of the state.
@@ -103,28 +105,37 @@ class Outlook(Rule[OutlookParams]):
         return state, verdict
 
     def _judge(self, state: State, obs: Observation, ctx: Context, lr: float | None) -> Verdict | None:
+        # Cheapest tests first: this runs on every monitored point, and most points end at the first two.
         p = self.params
         t = obs.step
         planned = p.planned_steps or ctx.planned_steps or 2 * t
         if state["seen"] < p.min_evaluations or t <= 0 or t < p.min_progress * planned:
             return None
-        best, first = state["best"], state["first"]
-        progress = abs(best - first)
-        noise = noise_sigma(state["recent"])
-        if progress <= p.learned_noise * noise or progress == 0.0:
-            return None
-        earlier = [value for step, value in state["path"] if step <= t / 2]
-        if not earlier:
-            return None
-        raw_pace = abs(best - earlier[-1])  # gain of the best over the last doubling of the run
-        jitter = step_noise(state["recent"])
-        pace = max(0.0, raw_pace - p.noise_discount * jitter)
         if lr is not None and self._schedule_pending(state, lr):
             return None
+        best, first = state["best"], state["first"]
+        progress = abs(best - first)
+        if progress == 0.0:
+            return None
+        earlier = None
+        for step, value in reversed(state["path"]):
+            if step <= t / 2:
+                earlier = value
+                break
+        if earlier is None:
+            return None
+        raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
         doublings = math.log2(planned / t) if planned > t else 0.0
-        outlook = pace * doublings
         bar = p.relative_delta * progress
+        if p.noise_discount == 0.0 and raw_pace * doublings > bar:
+            return None
+        jitter = step_noise(state["recent"]) if p.noise_discount else 0.0
+        pace = max(0.0, raw_pace - p.noise_discount * jitter)
+        outlook = pace * doublings
         if outlook > bar:
+            return None
+        noise = noise_sigma(state["recent"])
+        if progress <= p.learned_noise * noise:
             return None
         reason = (
             f"{self.monitor} gained {pace:.3g} on its best over the last doubling of the run "
