@@ -19,6 +19,7 @@ on the held-out family is reported. The same choice over every family is printed
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from collections import defaultdict
@@ -74,16 +75,17 @@ def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[s
 def candidates() -> dict[str, list[dict[str, Any]]]:
     """The shipped default and its neighbours in the parameters that matter, for the LOFO choice."""
     out: dict[str, list[dict[str, Any]]] = {"default": DEFAULT_RULES}
-    for rel in (0.005, 0.01, 0.02, 0.05):
-        for lr_fraction in (0.3, 0.7):
-            for progress in (0.2, 0.3):
-                out[f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}"] = _with(
-                    DEFAULT_RULES,
-                    "outlook",
-                    relative_delta=rel,
-                    lr_fraction=lr_fraction,
-                    min_progress=progress,
-                )
+    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (0.0, 1.0, 2.0))
+    for rel, lr_fraction, progress, discount in grid:
+        label = f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, noise discount {discount:g}"
+        out[label] = _with(
+            DEFAULT_RULES,
+            "outlook",
+            relative_delta=rel,
+            lr_fraction=lr_fraction,
+            min_progress=progress,
+            noise_discount=discount,
+        )
     return out
 
 
