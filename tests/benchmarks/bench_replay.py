@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks._frontier import Point, margin, outcome, patience_frontier
-from tracker.policy import Mode, PolicySpec
+from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
 from tracker.replay._simulate import replay_curve
@@ -98,6 +98,29 @@ def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, di
     return outcome(source.curves, [r.stop_index for r in results], source.mode), dict(counts)
 
 
+def evaluation_cost(sources: dict[str, Source], runs_per_source: int = 40) -> tuple[float, float]:
+    """(p50, p99) seconds of one monitored evaluation under the default, as the tracker makes it: one
+    ``evaluate`` call per point, from the states the previous call returned."""
+    times: list[float] = []
+    for source in sources.values():
+        policy = PolicySpec.model_validate({"monitor": "val", "mode": source.mode, "rules": DEFAULT_RULES})
+        keys = policy.required_keys()
+        for curve in source.curves[:runs_per_source]:
+            states = initial_states(policy)
+            ctx = Context(planned_steps=curve.planned_steps)
+            for i, (step, value) in enumerate(zip(curve.steps, curve.watch, strict=True)):
+                extras = {k: curve.extras[k][i] for k in keys if k in curve.extras}
+                obs = Observation(step, value, curve.cost[i], extras)
+                started = time.perf_counter()
+                evaluation = evaluate(policy, states, [obs], ctx)
+                times.append(time.perf_counter() - started)
+                states = evaluation.states
+                if evaluation.stop_step is not None:
+                    break
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, int(0.99 * len(times)))]
+
+
 def choose(
     margins: dict[str, dict[str, float]],
     regrets: dict[str, dict[str, float]],
@@ -149,8 +172,10 @@ def main() -> None:
         if len(families) > 1
     }
     seconds = time.perf_counter() - started
+    p50, p99 = evaluation_cost(sources)
     result = {
         "seconds": seconds,
+        "evaluation_us": {"p50": 1e6 * p50, "p99": 1e6 * p99},
         "sources": {
             name: {
                 "family": src.family,
@@ -202,6 +227,8 @@ def print_tables(result: dict[str, Any]) -> None:
             print(f"  {100 * worst:+6.1f} pp  {regret:.4f}  {cand}")
         bound = f"worst margin, mean regret <= {REGRET_BOUND}"
         print(f"\nChosen on every family ({bound}): {result['chosen_on_all']}")
+    cost = result["evaluation_us"]
+    print(f"\nOne monitored evaluation under the default: p50 {cost['p50']:.0f} µs, p99 {cost['p99']:.0f} µs")
     print(f"\n({sum(r['runs'] for r in result['sources'].values())} complete runs, {result['seconds']:.1f}s)")
 
 
