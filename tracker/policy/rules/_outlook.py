@@ -137,8 +137,9 @@ class Outlook(Rule[OutlookParams]):
         noise = noise_sigma(state["recent"])
         if progress <= p.learned_noise * noise:
             return None
+        counted = f" ({pace:.3g} beyond its step-to-step noise)" if p.noise_discount else ""
         reason = (
-            f"{self.monitor} gained {pace:.3g} on its best over the last doubling of the run "
+            f"{self.monitor} gained {raw_pace:.3g}{counted} on its best over the last doubling of the run "
             f"(steps {t // 2}-{t}); at that pace the {doublings:.2g} doublings left to the planned end "
             f"(step {planned}) add {outlook:.3g}, at most {p.relative_delta:g} of its progress so far "
             f"({progress:.3g}); keep step {state['best_step']} ({fmt(best)})"
