@@ -394,7 +394,7 @@ ALL_RULES = [
     {"rule": "no_progress", "patience": 4},
     {"rule": "degenerate", "window": 4, "max_distinct": 2},
     {"rule": "forecast", "window": 5, "delta": 0.01, "planned_steps": 40},
-    {"rule": "outlook", "min_evaluations": 4, "min_progress": 0.0, "relative_delta": 0.2, "planned_steps": 40},
+    {"rule": "outlook", "min_evaluations": 4, "min_progress": 0, "relative_delta": 0.2, "planned_steps": 40},
     {"rule": "outlook", "min_evaluations": 4, "noise_discount": 1.0, "lr_key": "t", "lr_fraction": 0.5},
     {"rule": "budget", "max_steps": 35},
 ]
