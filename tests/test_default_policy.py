@@ -187,3 +187,14 @@ def test_outlook_noise_discount_takes_a_lucky_step_on_a_coarse_metric_for_noise(
     assert discounted.step == 30  # the first step past min_progress
     assert discounted.evidence["raw_pace"] == pytest.approx(Q)
     assert discounted.evidence["pace"] == 0.0
+
+
+def test_outlook_takes_jitter_at_chance_for_no_progress() -> None:
+    """A run at chance whose best is a lucky early jitter (corpus seed 1, cnn/digits run 25: it climbed to
+    0.52 after step 9) has "progressed" about as far as its last values spread: not learned yet."""
+    values = [0.089, 0.117, 0.122, 0.114, 0.103, 0.1, 0.1, 0.108, 0.122, 0.142, 0.175, 0.217, 0.267, 0.303]
+    plan, epochs = Context(planned_steps=30), list(range(1, len(values) + 1))
+    assert stop_of(judge([OUTLOOK], values, ctx=plan, steps=epochs)) is None
+    naive = stop_of(judge([{**OUTLOOK, "learned_spread": 0.0}], values, ctx=plan, steps=epochs))
+    assert naive is not None
+    assert naive.step == 9

@@ -75,9 +75,12 @@ def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[s
 def candidates() -> dict[str, list[dict[str, Any]]]:
     """The shipped default and its neighbours in the parameters that matter, for the LOFO choice."""
     out: dict[str, list[dict[str, Any]]] = {"default": DEFAULT_RULES}
-    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (0.0, 1.0, 2.0))
-    for rel, lr_fraction, progress, discount in grid:
-        label = f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, noise discount {discount:g}"
+    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (0.0, 1.0), (0.0, 3.0))
+    for rel, lr_fraction, progress, discount, spread in grid:
+        label = (
+            f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, noise discount {discount:g}, "
+            f"learned spread {spread:g}"
+        )
         out[label] = _with(
             DEFAULT_RULES,
             "outlook",
@@ -85,6 +88,7 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
             lr_fraction=lr_fraction,
             min_progress=progress,
             noise_discount=discount,
+            learned_spread=spread,
         )
     return out
 

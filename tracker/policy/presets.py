@@ -16,12 +16,20 @@ from tracker.policy._types import Mode
 #   (stopped only past half its plan: long flat starts do climb).
 # - outlook: stop when the best value's gain over the last doubling of the run, kept up per doubling to the
 #   planned end, adds at most 1% of the progress the run has made; never before 30% of the plan, and with
-#   a logged learning rate not while it warms up or has not yet decayed to 30% of its peak.
+#   a logged learning rate not while it warms up or has not yet decayed to 30% of its peak; never for a run
+#   whose progress is within 3x the spread of its last values (at chance, jitter looks like progress).
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "checkpoint"},
     {"rule": "degenerate", "window": 8, "max_distinct": 4, "lr_key": "lr", "stuck_progress": 0.5},
-    {"rule": "outlook", "relative_delta": 0.01, "min_progress": 0.3, "lr_key": "lr", "lr_fraction": 0.3},
+    {
+        "rule": "outlook",
+        "relative_delta": 0.01,
+        "min_progress": 0.3,
+        "learned_spread": 3.0,
+        "lr_key": "lr",
+        "lr_fraction": 0.3,
+    },
 ]
 
 # Plateau's default sweep policy: the single-run default's degenerate and outlook rules (a run that has

@@ -31,8 +31,9 @@ class OutlookParams(RuleParams):
     whatever the unit of a step). With no plan the run is taken to last as long again (one doubling).
 
     Guards, all of which must pass: at least ``min_evaluations`` evaluations and ``min_progress`` of the
-    plan; the run has learned (its progress exceeds ``learned_noise`` times its own noise, a robust
-    estimate from the last evaluations' differences; a run still at its starting level is left to
+    plan; the run has learned: its progress exceeds ``learned_noise`` times its own noise (a robust
+    estimate from the last evaluations' differences) and ``learned_spread`` times the spread of its last
+    8 values (a run at chance jitters about as far as it has "progressed"; it is left to
     ``degenerate``); and with a learning rate (``lr_key``), the rate is not warming up, and once it has
     started to decay it is down to ``lr_fraction`` of its peak (decaying schedules lift plateaus late; a
     rate still flat at its peak, a constant schedule so far, holds nothing back).
@@ -47,6 +48,7 @@ class OutlookParams(RuleParams):
     min_evaluations: int = Field(default=8, ge=2, le=1000)
     min_progress: float = Field(default=0.2, ge=0.0, le=1.0)
     learned_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    learned_spread: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     planned_steps: int | None = Field(default=None, ge=1)
     lr_key: str | None = Field(default=None, min_length=1)
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
@@ -134,8 +136,10 @@ class Outlook(Rule[OutlookParams]):
         outlook = pace * doublings
         if outlook > bar:
             return None
-        noise = noise_sigma(state["recent"])
-        if progress <= p.learned_noise * noise:
+        recent = state["recent"]
+        noise = noise_sigma(recent)
+        spread = max(recent) - min(recent)
+        if progress <= p.learned_noise * noise or progress <= p.learned_spread * spread:
             return None
         counted = f" ({pace:.3g} beyond its step-to-step noise)" if p.noise_discount else ""
         reason = (
@@ -157,6 +161,7 @@ class Outlook(Rule[OutlookParams]):
                 "relative_delta": p.relative_delta,
                 "bar": bar,
                 "noise": noise,
+                "spread": spread,
                 "planned_steps": planned,
                 "lr": lr,
             },
