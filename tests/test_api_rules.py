@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import httpx
@@ -76,6 +77,29 @@ def test_forecast_uses_the_planned_length_the_run_declared(client: httpx.Client)
     assert short["last"]["action"] == "stop"
     assert short["last"]["evidence"]["planned_steps"] == 12
     assert long["last"]["action"] != "stop"  # a tiny slope over 100,000 steps is still worth waiting for
+
+
+def test_the_default_policy_stops_a_saturated_run_through_the_tracker(client: httpx.Client) -> None:
+    """No rules given: the default judges, with the rate the trainer logs beside the monitored loss."""
+    policy = {"monitor": "val/loss", "mode": "min"}
+    run = create_run(client, policy, planned_steps=100)
+    stop = None
+    for s in range(100):
+        loss = 0.2 + 2.0 * math.exp(-0.3 * s)
+        answer = post(
+            client,
+            run["id"],
+            [{"key": "lr", "step": s, "value": 0.1}, {"key": "val/loss", "step": s, "value": loss}],
+        )
+        if answer["decision"]["action"] == "stop":
+            stop = answer["decision"]
+            break
+    assert stop is not None
+    assert stop["rule"] == "outlook"
+    assert 30 <= stop["step"] < 60
+    assert stop["evidence"]["planned_steps"] == 100
+    assert "last doubling of the run" in stop["reason"]
+    assert stop["best_step"] == stop["step"]  # the loss still falls, by less than 1% of its progress
 
 
 def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx.Client) -> None:
