@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from tracker.policy import Mode
 from tracker.replay._curves import Curve
-from tracker.replay._simulate import best_index
+from tracker.replay._report import summarise
+from tracker.replay._simulate import RunResult, best_index
 
 FRONTIER_K = tuple(range(1, 41))
 
@@ -51,17 +52,28 @@ class Point:
     regret: float
 
 
+def results_at(
+    curves: Sequence[Curve], stops: Sequence[int], mode: Mode, by: Sequence[str | None] | None = None
+) -> list[RunResult]:
+    """Each curve stopped at its index in ``stops`` (by the rule in ``by``), keeping its best checkpoint up
+    to there, as the engine's replay reports it."""
+    return [
+        RunResult(
+            curve=c,
+            stop_index=s,
+            kept_index=best_index(c.watch, s, mode),
+            full_best_index=best_index(c.watch, len(c.watch) - 1, mode),
+            stopped_by=b,
+            mode=mode,
+        )
+        for c, s, b in zip(curves, stops, by or [None] * len(stops), strict=True)
+    ]
+
+
 def outcome(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> Point:
     """Compute saved and mean regret when each curve stops at its index in ``stops``."""
-    full = sum(c.cost[-1] for c in curves)
-    saved = sum(c.cost[-1] - c.cost[s] for c, s in zip(curves, stops, strict=True))
-    regrets = []
-    for c, s in zip(curves, stops, strict=True):
-        sign = c.score_sign(mode)
-        whole = c.score[best_index(c.watch, len(c.watch) - 1, mode)]
-        kept = c.score[best_index(c.watch, s, mode)]
-        regrets.append(0.0 if math.isnan(whole) else math.inf if math.isnan(kept) else sign * (whole - kept))
-    return Point(saved / full if full > 0 else 0.0, sum(regrets) / len(regrets))
+    report = summarise("", results_at(curves, stops, mode), sweep=False)
+    return Point(report.compute_saved, report.mean_regret)
 
 
 def patience_frontier(

@@ -28,32 +28,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.benchmarks._frontier import results_at
 from tests.benchmarks.bench_replay import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
 from tracker.policy.presets import preset
 from tracker.replay._curves import Curve
 from tracker.replay._report import summarise
-from tracker.replay._simulate import RunResult, best_index, replay_sweep
-
-
-def _results(source: Source, stops: Sequence[int], by: Sequence[str | None]) -> list[RunResult]:
-    return [
-        RunResult(
-            curve=c,
-            stop_index=s,
-            kept_index=best_index(c.watch, s, source.mode),
-            full_best_index=best_index(c.watch, len(c.watch) - 1, source.mode),
-            stopped_by=b,
-            mode=source.mode,
-        )
-        for c, s, b in zip(source.curves, stops, by, strict=True)
-    ]
+from tracker.replay._simulate import replay_sweep
 
 
 def score(
     source: Source, stops: Sequence[int], by: Sequence[str | None] | None = None
 ) -> tuple[float, float]:
     """(compute saved, sweep regret) when each run stops at its index in ``stops``."""
-    report = summarise(source.name, _results(source, stops, by or [None] * len(stops)), sweep=True)
+    report = summarise(source.name, results_at(source.curves, stops, source.mode, by), sweep=True)
     return report.compute_saved, float(report.sweep_regret or 0.0)
 
 
