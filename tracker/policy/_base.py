@@ -9,6 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.policy._types import Context, Mode, Observation, Verdict
 
+MAX_STEP = 2**62
+"""The largest step a point may carry (ingest's bound): counts of steps, evaluations and runs in rule
+parameters are bounded by it."""
+
+MAX_RATIO = 1e9
+"""The bound of dimensionless factors and of durations in seconds (31 years): every numeric parameter has
+two ends, so every rule's work per point is bounded."""
+
 
 class RuleParams(BaseModel):
     """Parameters of one rule in a policy. Subclasses add ``rule: Literal[name]`` and their fields.

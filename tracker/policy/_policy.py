@@ -122,6 +122,26 @@ def evaluate_health(
     return current, verdicts
 
 
+def _failed(rule: Rule[Any], wrapper: dict[str, Any], step: int, exc: Exception) -> Verdict | None:
+    """A rule that raised on a point. Every rule is meant to be total (tests/test_rule_totality.py), but a
+    rule that raised once used to fail its run's every later batch, so no stop was ever decided. Instead
+    the rule skips the point (an in-place rule may keep part of it), the other rules and later points go
+    on, and an alert says so, once per run (the wrapper remembers the first step that failed)."""
+    if wrapper.get("failed") is not None:
+        return None
+    wrapper["failed"] = step
+    return Verdict(
+        action="alert",
+        rule=rule.name,
+        step=step,
+        reason=(
+            f"rule {rule.name} could not judge {rule.monitor} at step {step} ({type(exc).__name__}: {exc}); "
+            "it skips the points it cannot judge, and the other rules go on"
+        ),
+        evidence={"error": type(exc).__name__, "message": str(exc)[:200]},
+    )
+
+
 def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict | None:
     voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard and not rule.health]
     if not voters or any(states[i]["vote"] is None for i in voters):
@@ -173,11 +193,17 @@ def evaluate(
             # ``current`` holds this call's own copies of the wrappers (and of in_place rules' states):
             # update them in place.
             wrapper = current[index]
-            if alpha is None:
-                inner, verdict = observe(wrapper["s"], obs, ctx)
-            else:
-                seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
-                inner, verdict = observe(wrapper["s"], seen, ctx)
+            try:
+                if alpha is None:
+                    inner, verdict = observe(wrapper["s"], obs, ctx)
+                else:
+                    seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
+                    inner, verdict = observe(wrapper["s"], seen, ctx)
+            except Exception as exc:
+                verdict = _failed(rules[index], wrapper, obs.step, exc)
+                if verdict is not None:
+                    verdicts.append(verdict)
+                continue
             wrapper["s"] = inner
             if verdict is None:
                 continue

@@ -27,6 +27,19 @@ def z_quantile(q: float) -> float:
     return float(stats.norm.ppf(q))
 
 
+# Values beyond this size are brought down by a power of two before any statistic is computed: squares and
+# sums of values near float64's limit would overflow (Python's ``**`` raises, sums become inf and then NaN),
+# and a diverging run's values get there. Every statistic here is scale-equivariant, and dividing by a power
+# of two is exact, so the scaled result is the same number (until it overflows back, to inf, not an error).
+_LARGE = 2.0**400
+
+
+def _scale_of(ys: Sequence[float]) -> float:
+    """1.0 for ordinary values; a power of two near the largest magnitude when squares could overflow."""
+    top = max(map(abs, ys), default=0.0)
+    return 1.0 if not top > _LARGE else math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2)
+
+
 @dataclass(frozen=True)
 class Trend:
     """A fitted slope per step with a two-sided (1 - 2*alpha) interval; ``p_flat`` is the TOST p-value of
@@ -45,7 +58,7 @@ def ols(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[fl
     n = len(xs)
     mx = sum(xs) / n
     my = sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
+    sxx = sum((x - mx) * (x - mx) for x in xs)
     slope = 0.0 if sxx == 0 else sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     intercept = my - slope * mx
     return slope, intercept, [y - (intercept + slope * x) for x, y in zip(xs, ys, strict=True)]
@@ -53,38 +66,46 @@ def ols(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, list[fl
 
 def noise_sigma(ys: Sequence[float]) -> float:
     """Robust noise level from first differences: MAD / 0.6745 / sqrt(2) (a trend barely moves it)."""
-    diffs = sorted(abs(b - a) for a, b in itertools.pairwise(ys))
+    scale = _scale_of(ys)
+    diffs = sorted(abs(b - a) / scale for a, b in itertools.pairwise(ys))
     if not diffs:
         return 0.0
     mid = len(diffs) // 2
     median = diffs[mid] if len(diffs) % 2 else (diffs[mid - 1] + diffs[mid]) / 2
-    return median / 0.6745 / math.sqrt(2)
+    return median / 0.6745 / math.sqrt(2) * scale
 
 
 def step_noise(ys: Sequence[float]) -> float:
     """Step-to-step noise: the spread of the detrended first differences / sqrt(2). Unlike the median
     absolute difference it is not zero on a coarse metric whose values mostly repeat."""
-    diffs = [b - a for a, b in itertools.pairwise(ys)]
+    scale = _scale_of(ys)
+    diffs = [b / scale - a / scale for a, b in itertools.pairwise(ys)]
     if len(diffs) < 2:
         return 0.0
     mean = sum(diffs) / len(diffs)
-    return math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) / 2)
+    return math.sqrt(sum((d - mean) * (d - mean) for d in diffs) / (len(diffs) - 1) / 2) * scale
 
 
 def trend(xs: Sequence[float], ys: Sequence[float], *, alpha: float, batches: int) -> Trend:
     """OLS slope of ``ys`` on ``xs`` with a batch-means standard error and a (1 - 2 alpha) interval."""
+    scale = _scale_of(ys)
+    if scale != 1.0:
+        tr = trend(xs, [y / scale for y in ys], alpha=alpha, batches=batches)
+        return Trend(
+            tr.slope * scale, tr.low * scale, tr.high * scale, tr.se * scale, tr.df, tr.sigma * scale
+        )
     n = len(xs)
     slope, _, residuals = ols(xs, ys)
     m = max(2, min(batches, n // 2))
     size = n // m
     means = [sum(residuals[i * size : (i + 1) * size]) / size for i in range(m)]
     grand = sum(means) / m
-    long_run_var = size * sum((v - grand) ** 2 for v in means) / (m - 1)
+    long_run_var = size * sum((v - grand) * (v - grand) for v in means) / (m - 1)
     # Never below the white-noise variance: with few batches the batch-means estimate can collapse to 0.
     white_var = sum(r * r for r in residuals) / max(1, n - 2)
     variance = max(long_run_var, white_var)
     mx = sum(xs) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
+    sxx = sum((x - mx) * (x - mx) for x in xs)
     se = math.sqrt(variance / sxx) if sxx > 0 else math.inf
     df = m - 1
     half = t_quantile(1 - alpha, df) * se
@@ -123,6 +144,10 @@ class MannKendall:
 
 
 def mann_kendall(xs: Sequence[float], ys: Sequence[float], *, alpha: float) -> MannKendall:
+    scale = _scale_of(ys)
+    if scale != 1.0:
+        mk = mann_kendall(xs, [y / scale for y in ys], alpha=alpha)
+        return MannKendall(mk.s, mk.p, mk.slope * scale, mk.low * scale, mk.high * scale)
     n = len(ys)
     s = 0
     slopes: list[float] = []

@@ -11,6 +11,8 @@ from tracker.policy._types import Mode
 # Plateau's default single-run policy (see README, "Default policies", for the benchmark behind it, and
 # tests.benchmarks.bench_replay for the leave-one-family-out choice). Every threshold is relative to the
 # run's own range, noise, plan or learning rate, never in the metric's units.
+# - divergence: a run that is worse than its best by ten times its own scale (the larger of |best| and its
+#   progress): a loss that explodes is stopped while its values are still finite.
 # - degenerate: a model whose metric keeps returning to exactly the same few values after its
 #   learning-rate warm-up: collapsed from where it had climbed (stopped at once), or stuck where it started
 #   (stopped only past half its plan: long flat starts do climb).
@@ -20,6 +22,7 @@ from tracker.policy._types import Mode
 #   whose progress is within 3x the spread of its last values (at chance, jitter looks like progress).
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
+    {"rule": "divergence", "run_factor": 10.0},
     {"rule": "checkpoint"},
     {"rule": "degenerate", "window": 8, "max_distinct": 4, "lr_key": "lr", "stuck_progress": 0.5},
     {

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict
 
@@ -16,8 +16,8 @@ class BudgetParams(RuleParams):
     once that many seconds have passed since the first judged point (its ``wall_time``)."""
 
     rule: Literal["budget"] = "budget"
-    max_steps: int | None = Field(default=None, ge=0)
-    max_wall_seconds: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    max_steps: int | None = Field(default=None, ge=0, le=MAX_STEP)
+    max_wall_seconds: float | None = Field(default=None, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_of(self) -> BudgetParams:

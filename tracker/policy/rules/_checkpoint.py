@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import improves
 from tracker.policy._types import Context, Observation, Ties, Verdict, better, fmt
 
@@ -18,7 +18,7 @@ class CheckpointParams(RuleParams):
     rule: Literal["checkpoint"] = "checkpoint"
     min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     relative: bool = False
-    warmup: int = Field(default=0, ge=0, description="steps below this never checkpoint")
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this never checkpoint")
     ties: Ties = "wait"
 
 

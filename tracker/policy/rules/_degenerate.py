@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import warm_up_over
@@ -41,7 +41,7 @@ class DegenerateParams(RuleParams):
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
     max_distinct: int = Field(default=3, ge=1, le=100)
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
     min_progress: float = Field(default=0.0, ge=0.0, le=1.0)
     stuck_progress: float = Field(
         default=0.0, ge=0.0, le=1.0, description="share of the plan a run that never moved must reach"

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
@@ -36,7 +36,7 @@ class ForecastParams(RuleParams):
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
     batches: int = Field(default=3, ge=2, le=50)
     min_progress: float = Field(default=0.1, ge=0.0, le=1.0)
-    planned_steps: int | None = Field(default=None, ge=1)
+    planned_steps: int | None = Field(default=None, ge=1, le=MAX_STEP)
     lr_key: str | None = Field(default=None, min_length=1)
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 

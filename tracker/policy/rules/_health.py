@@ -7,7 +7,7 @@ from typing import Literal, TypeVar
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._types import Context, Observation, Verdict
 
 
@@ -16,8 +16,10 @@ class HealthParams(RuleParams):
     clear a rank, and the start-up steps it ignores."""
 
     key: str = Field(min_length=1)
-    reports: int = Field(default=3, ge=1)
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged (start-up)")
+    reports: int = Field(default=3, ge=1, le=MAX_STEP)
+    warmup: int = Field(
+        default=0, ge=0, le=MAX_STEP, description="steps below this are not judged (start-up)"
+    )
 
 
 class StragglerParams(HealthParams):
@@ -111,8 +113,8 @@ class StalenessParams(HealthParams):
 
     rule: Literal["staleness"] = "staleness"
     key: str = Field(default="dist/staleness_p95", min_length=1)
-    bound: float = Field(default=8.0, gt=0.0)
-    reports: int = Field(default=1, ge=1)
+    bound: float = Field(default=8.0, gt=0.0, le=MAX_RATIO)
+    reports: int = Field(default=1, ge=1, le=MAX_STEP)
 
 
 class Staleness(_HealthAlert[StalenessParams]):

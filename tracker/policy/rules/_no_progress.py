@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import noise_sigma
 from tracker.policy._types import Context, Observation, Verdict, fmt
@@ -23,12 +23,12 @@ class NoProgressParams(RuleParams):
     """
 
     rule: Literal["no_progress"] = "no_progress"
-    patience: int = Field(default=3, ge=1)
+    patience: int = Field(default=3, ge=1, le=MAX_STEP)
     delta: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    noise_factor: float = Field(default=3.0, gt=0.0, allow_inf_nan=False)
+    noise_factor: float = Field(default=3.0, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
     min_progress: float = Field(default=0.0, ge=0.0, le=1.0)
     lr_key: str | None = Field(default=None, min_length=1)
-    warmup: int = Field(default=0, ge=0)
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP)
 
 
 class NoProgress(Rule[NoProgressParams]):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import noise_sigma, step_noise
 from tracker.policy._types import Context, Observation, Verdict, fmt
@@ -49,7 +49,7 @@ class OutlookParams(RuleParams):
     min_progress: float = Field(default=0.2, ge=0.0, le=1.0)
     learned_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     learned_spread: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
-    planned_steps: int | None = Field(default=None, ge=1)
+    planned_steps: int | None = Field(default=None, ge=1, le=MAX_STEP)
     lr_key: str | None = Field(default=None, min_length=1)
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     noise_discount: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)

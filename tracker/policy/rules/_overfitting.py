@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import one_sided_p, trend
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
@@ -24,7 +24,7 @@ class OverfittingParams(RuleParams):
     window: int = Field(default=10, ge=4, le=1000)
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
     batches: int = Field(default=3, ge=2, le=50)
-    warmup: int = Field(default=0, ge=0)
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP)
 
 
 class Overfitting(Rule[OverfittingParams]):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import improves, needed
 from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
 
@@ -20,10 +20,12 @@ class PatienceParams(RuleParams):
     """
 
     rule: Literal["patience"] = "patience"
-    patience: int = Field(default=5, ge=1, description="evaluations without improvement before stopping")
+    patience: int = Field(
+        default=5, ge=1, le=MAX_STEP, description="evaluations without improvement before stopping"
+    )
     min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     relative: bool = False
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
     ties: Ties = "wait"
 
 

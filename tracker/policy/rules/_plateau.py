@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._stats import mann_kendall, noise_sigma, tost_p, trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import push
+
+MANN_KENDALL_MAX_WINDOW = 200
 
 
 class PlateauParams(RuleParams):
@@ -26,11 +28,21 @@ class PlateauParams(RuleParams):
     rule: Literal["plateau"] = "plateau"
     window: int = Field(default=20, ge=5, le=1000)
     delta: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    noise_factor: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    noise_factor: float = Field(default=1.0, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
     test: Literal["tost", "mann_kendall"] = "tost"
     batches: int = Field(default=4, ge=2, le=50, description="batch-means batches (tost)")
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
+
+    @model_validator(mode="after")
+    def _mann_kendall_window(self) -> PlateauParams:
+        # Mann-Kendall compares every pair of the window on every point: 1,000 points took 0.3 s a point.
+        if self.test == "mann_kendall" and self.window > MANN_KENDALL_MAX_WINDOW:
+            raise ValueError(
+                f"window {self.window} is too large for test mann_kendall (at most "
+                f"{MANN_KENDALL_MAX_WINDOW}: it compares every pair of points); use test tost for more"
+            )
+        return self
 
 
 class Plateau(Rule[PlateauParams]):

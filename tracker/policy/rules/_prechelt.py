@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
@@ -21,11 +21,11 @@ class PrecheltParams(RuleParams):
 
     rule: Literal["prechelt"] = "prechelt"
     criterion: Literal["GL", "PQ", "UP"] = "GL"
-    alpha: float = Field(default=5.0, gt=0.0, allow_inf_nan=False)
+    alpha: float = Field(default=5.0, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
     strip: int = Field(default=5, ge=1, le=1000)
     successive: int = Field(default=3, ge=1, le=1000)
     train_key: str | None = Field(default=None, min_length=1)
-    warmup: int = Field(default=0, ge=0)
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP)
 
 
 class Prechelt(Rule[PrecheltParams]):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
 
@@ -31,10 +31,12 @@ class PercentileParams(RuleParams):
 
     rule: Literal["percentile"] = "percentile"
     percentile: float = Field(default=50.0, gt=0.0, lt=100.0)
-    n_startup_runs: int = Field(default=5, ge=0)
-    warmup_steps: int = Field(default=0, ge=0)
-    warmup_evaluations: int = Field(default=0, ge=0, description="evaluations of this run before pruning")
-    min_runs_at_step: int = Field(default=1, ge=1)
+    n_startup_runs: int = Field(default=5, ge=0, le=MAX_STEP)
+    warmup_steps: int = Field(default=0, ge=0, le=MAX_STEP)
+    warmup_evaluations: int = Field(
+        default=0, ge=0, le=MAX_STEP, description="evaluations of this run before pruning"
+    )
+    min_runs_at_step: int = Field(default=1, ge=1, le=MAX_STEP)
 
 
 class Percentile(Rule[PercentileParams]):
@@ -86,10 +88,18 @@ class AshaParams(RuleParams):
     are not judged."""
 
     rule: Literal["asha"] = "asha"
-    min_step: int = Field(default=1, ge=1)
-    reduction_factor: float = Field(default=3.0, gt=1.0, allow_inf_nan=False)
-    max_step: int | None = Field(default=None, ge=1)
+    min_step: int = Field(default=1, ge=1, le=MAX_STEP)
+    reduction_factor: float = Field(
+        default=3.0,
+        ge=1.01,
+        le=MAX_RATIO,
+        allow_inf_nan=False,
+        description="at least 1.01: a factor nearer 1 makes rungs at almost every step",
+    )
+    max_step: int | None = Field(default=None, ge=1, le=MAX_STEP)
 
+
+_LOG_BEYOND = math.log(MAX_STEP) + 1.0
 
 # Rungs passed because no other run had reached them yet, kept for the evidence of a later stop (bounded:
 # rule state stays small).
@@ -112,20 +122,31 @@ class Asha(Rule[AshaParams]):
         return {"rung": 0, "best": None, "best_step": None, "stopped": False, "uncompared": []}
 
     def rung_step(self, k: int) -> int:
-        return round(self.params.min_step * self.params.reduction_factor**k)
+        """The step of rung ``k``; past the largest step a point can carry, a step no point reaches."""
+        p = self.params
+        if math.log(p.min_step) + k * math.log(p.reduction_factor) > _LOG_BEYOND:
+            return MAX_STEP + 1  # and never computed: the power would overflow (an error, not inf)
+        return round(p.min_step * p.reduction_factor**k)
 
     def highest_rung(self, step: int) -> int:
         """The largest ``k`` whose rung step is at or before ``step`` (``-1`` when even rung 0 is later),
-        found by logarithm, not by counting rungs (with a factor near 1 they are countless)."""
-        p = self.params
+        by bisection over the rungs below the largest step (at most ~4,300 with the smallest factor, so
+        at most 13 rung steps computed), never by counting rungs."""
         if step < self.rung_step(0):
             return -1
-        k = max(0, math.floor(math.log(step / p.min_step) / math.log(p.reduction_factor)))
-        while k > 0 and self.rung_step(k) > step:  # the logarithm's rounding, either way
-            k -= 1
-        while self.rung_step(k + 1) <= step and self.rung_step(k + 1) > self.rung_step(k):
-            k += 1
-        return k
+        low, high = 0, self._rung_count()  # rung_step(low) <= step < rung_step(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.rung_step(middle) <= step:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def _rung_count(self) -> int:
+        """A rung index past every reachable step."""
+        p = self.params
+        return math.ceil((_LOG_BEYOND - math.log(p.min_step)) / math.log(p.reduction_factor)) + 2
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
@@ -16,7 +16,7 @@ class ThresholdParams(RuleParams):
 
     rule: Literal["threshold"] = "threshold"
     stop_at: float = Field(allow_inf_nan=False)
-    warmup: int = Field(default=0, ge=0, description="steps below this are not judged")
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
 
 
 class Threshold(Rule[ThresholdParams]):
