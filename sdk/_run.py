@@ -56,8 +56,9 @@ def _restart_after_fork() -> None:
         run._sender.restart_after_fork()
 
 
-# Alerts the training process is told about as a warning (once each): the policy cannot work as asked.
-_WARNED_ALERTS = frozenset({"missing_monitor"})
+# Alerts the training process is told about as a warning (once each): the policy cannot work as asked
+# (no monitored metric), or saw monitored steps out of order (judged late, by fewer rules).
+_WARNED_ALERTS = frozenset({"missing_monitor", "late"})
 
 
 class Run:

@@ -13,6 +13,7 @@ from tracker.policy._policy import (
     default_rules,
     evaluate,
     evaluate_health,
+    evaluate_late,
     initial_states,
 )
 from tracker.policy._registry import RULES, RuleSpec, build_rule
@@ -45,6 +46,7 @@ __all__ = [
     "default_rules",
     "evaluate",
     "evaluate_health",
+    "evaluate_late",
     "fmt",
     "initial_states",
 ]

@@ -52,6 +52,9 @@ class Rule(ABC, Generic[P]):
     # ``in_place`` rules change the state they are given and return it: ``evaluate`` hands them a private
     # copy (``own_copy``) once per call, instead of the rule copying its state on every observation.
     in_place: ClassVar[bool] = False
+    # ``judges_late`` rules judge a point on its own (against their state, not the order of steps), so a
+    # monitored point that arrives after later steps were judged is still judged by them (evaluate_late).
+    judges_late: ClassVar[bool] = False
 
     def watch_key(self) -> str:
         """The key whose points drive this rule: the monitored metric, or a health rule's own key."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -229,3 +229,38 @@ def evaluate(
         if stop:
             return Evaluation(current, verdicts, obs.step, last_step)
     return Evaluation(current, verdicts, None, last_step)
+
+
+def evaluate_late(
+    policy: PolicySpec,
+    states: Sequence[State],
+    observations: Iterable[Observation],
+    *,
+    judged_step: int,
+    ctx: Context | None = None,
+) -> Verdict | None:
+    """Judge monitored points that arrived after a later step had been judged (a trainer's batches can
+    arrive out of order); the first stop found, in step order, or None.
+
+    The order-dependent rules (patience, trends, forecasts) have moved past these steps and cannot take
+    them back; the rules that judge a point on its own (``judges_late``: ``non_finite``, ``threshold``,
+    ``divergence``) do, each on a throwaway copy of its state, so a late NaN still stops the run. Pure.
+    """
+    ctx = ctx or Context()
+    rules = policy.build()
+    for obs in sorted(observations, key=lambda o: o.step):
+        for wrapper, rule in zip(states, rules, strict=True):
+            if not rule.judges_late or rule.health:
+                continue
+            state = rule.own_copy(wrapper["s"]) if rule.in_place else wrapper["s"]
+            try:
+                _, verdict = rule.observe(state, obs, ctx)
+            except Exception:  # a late point is judged by what can judge it; never fails the batch
+                continue
+            if verdict is not None and verdict.action == "stop":
+                return replace(
+                    verdict,
+                    reason=f"{verdict.reason} (a late point: it arrived after step {judged_step} was judged)",
+                    evidence={**verdict.evidence, "late": True, "judged_step": judged_step},
+                )
+    return None

@@ -101,6 +101,11 @@ class IngestResult(Schema):
     decision: DecisionPublic
     judged_step: int | None = None
     decisions: list[DecisionPublic] = Field(default_factory=list)
+    late_points: int = Field(
+        default=0,
+        description="monitored points of this batch at steps already judged: judged only by the rules that "
+        "judge a point on its own (non_finite, threshold, divergence); an alert says so the first time",
+    )
 
 
 class PointOut(Schema):

@@ -20,6 +20,7 @@ from tracker.policy import (
     Verdict,
     evaluate,
     evaluate_health,
+    evaluate_late,
     initial_states,
 )
 from tracker.schemas._common import json_safe
@@ -68,7 +69,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _store_new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
-        deliveries, made = _judge(session, run, key_ids, fresh, now)
+        deliveries, made, late = _judge(session, run, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted
@@ -89,6 +90,7 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
             decision=decisions.latest(session, run),
             judged_step=judged_step(run),
             decisions=[decision_public(row) for row in made],
+            late_points=late,
         )
     keys.remember(created_keys)
     return Ingested(result, deliveries)
@@ -151,26 +153,32 @@ def _store_new_points(session: Session, run_id: int, key_ids: dict[str, int], ga
 
 def _judge(
     session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float
-) -> tuple[int, list[models.Decision]]:
+) -> tuple[int, list[models.Decision], int]:
     """Advance the policy over the new points and record its decisions; returns the webhook deliveries
-    queued for them, and the decisions.
+    queued for them, the decisions, and how many monitored points arrived late.
 
     Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
-    0's value, or the reduction over ranks once the step is complete or timed out).
+    0's value, or the reduction over ranks once the step is complete or timed out). Monitored points at
+    steps already judged (late) are judged by the rules that judge a point on its own, and said to be late.
     """
     if run.policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
-        return 0, []
+        return 0, [], 0
     policy = _policy_of(run)
     health = _health_observations(policy, key_ids, fresh)
     monitor_id = key_ids.get(policy.monitor)
     ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
+    late = _late_observations(run, policy, monitor_id, fresh) if monitor_id is not None else []
     verdicts: list[Verdict] = []
     if run.judged_step < 0 and monitor_id is None:
         verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
-    if not health and not ready and not verdicts:
-        return 0, []  # nothing for the rules in this batch (training metrics only): leave their state unread
+    if not health and not ready and not verdicts and not late:
+        return (
+            0,
+            [],
+            0,
+        )  # nothing for the rules in this batch (training metrics only): leave their state unread
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -182,6 +190,8 @@ def _judge(
     if health:
         states, found = evaluate_health(policy, states, health)
         verdicts += found
+    if late:
+        verdicts += _judge_late(session, run, policy, states, late)
     newest = ready[-1].step if ready else None
     if ready and run.stop_step is None:
         assert monitor_id is not None
@@ -224,7 +234,65 @@ def _judge(
         made.append(decision)
         for event in webhooks.events_of(decision):
             deliveries += webhooks.enqueue(session, run, event, decision)
-    return deliveries, made
+    return deliveries, made, len(late)
+
+
+def _late_observations(
+    run: models.Run, policy: PolicySpec, monitor_id: int, fresh: Fresh
+) -> list[Observation]:
+    """This batch's new monitored points at steps the policy has already judged, while the run runs: rank
+    0's under ``rank0``; under a reduction, the non-finite values of any rank (a NaN makes every
+    reduction NaN; one rank's finite value is not the reduced one)."""
+    if run.stop_step is not None or run.judged_step < 0:
+        return []
+    ranks = [0] if policy.reduce == "rank0" else [rank for key_id, rank in fresh if key_id == monitor_id]
+    late = []
+    for rank in ranks:
+        for step, (value, wall_time) in fresh.get((monitor_id, rank), {}).items():
+            if step <= run.judged_step and (policy.reduce == "rank0" or not math.isfinite(value)):
+                late.append(Observation(step, value, wall_time))
+    return late
+
+
+def _judge_late(
+    session: Session, run: models.Run, policy: PolicySpec, states: list[Any], late: list[Observation]
+) -> list[Verdict]:
+    """The stop the late points earn, if any; else, the first time a run has late points, an alert that
+    says which rules did not see them (later ones are counted in each answer's ``late_points``)."""
+    stop = evaluate_late(policy, states, late, judged_step=run.judged_step)
+    if stop is not None:
+        run.stop_step, run.stop_rule = stop.step, stop.rule
+        return [stop]
+    said = session.execute(
+        select(models.Decision.seq)
+        .where(models.Decision.run_id == run.id, models.Decision.rule == "late")
+        .limit(1)
+    ).first()
+    if said is not None:
+        return []
+    steps = sorted(obs.step for obs in late)
+    judges = [rule.name for rule in policy.build() if rule.judges_late]
+    return [
+        Verdict(
+            action="alert",
+            rule="late",
+            step=steps[-1],
+            reason=(
+                f"{policy.monitor} at step{'s' if len(steps) > 1 else ''} {steps[0]}"
+                + (f"-{steps[-1]}" if len(steps) > 1 else "")
+                + f" arrived after step {run.judged_step} had been judged: judged by "
+                + (", ".join(judges) if judges else "no rule")
+                + " (the rules that judge a point on its own); the others judge each step in order and "
+                "do not see them. Later late points are counted in each answer's late_points."
+            ),
+            evidence={
+                "late_steps": len(steps),
+                "first": steps[0],
+                "last": steps[-1],
+                "judged_step": run.judged_step,
+            },
+        )
+    ]
 
 
 # A run's policy never changes after creation: parse it once per process, not once per batch.

@@ -41,6 +41,7 @@ class Divergence(Rule[DivergenceParams]):
 
     name = "divergence"
     guard = True
+    judges_late = True
 
     def initial_state(self) -> State:
         return {"best": None, "best_step": None, "first": None, "stopped": False}

@@ -23,6 +23,7 @@ class NonFinite(Rule[NonFiniteParams]):
 
     name = "non_finite"
     guard = True
+    judges_late = True
 
     def initial_state(self) -> State:
         return {"best": None, "best_step": None, "stopped": False}

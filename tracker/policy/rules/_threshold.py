@@ -25,6 +25,7 @@ class Threshold(Rule[ThresholdParams]):
 
     name = "threshold"
     guard = True
+    judges_late = True
 
     def initial_state(self) -> State:
         return {"best": None, "best_step": None, "stopped": False}
