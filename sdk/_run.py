@@ -147,6 +147,12 @@ class Run:
         return self._sender.spooled_points
 
     @property
+    def invalid_points(self) -> int:
+        """Values that could not become a float64 (``2**1024``, a tensor of several elements): each dropped
+        alone, and warned about once per key with its step."""
+        return self._sender.invalid_points
+
+    @property
     def lost_points(self) -> int:
         """Points dropped: the queue and the spool were full, or the spool is disabled."""
         return self._sender.dropped_points

@@ -89,6 +89,7 @@ class Sender:
         self.create_error: str | None = None
         self.dropped_points = 0
         self.rejected_points = 0
+        self.invalid_points = 0  # values that cannot become a float64, dropped alone
         self.spooled_points = 0
         self._warned: set[str] = set()
         # The run's summary figures, merged; ``_summary_version`` counts changes, ``_summary_sent`` the
@@ -401,9 +402,14 @@ class Sender:
         for key, value in zip(keys, values, strict=False):  # equal unless the mapping changed meanwhile
             try:
                 number = float(value)  # int, float, bool, numpy scalars, one-element torch tensors
-            except (TypeError, ValueError):
+            except Exception as exc:
+                # Dropped alone: raising here once lost the whole batch being built around it.
+                self.invalid_points += 1
                 self._warn_once(
-                    f"value:{key}", f"plateau: {key!r} = {value!r} is not a number; its points are dropped"
+                    f"value:{key}",
+                    f"plateau: {key!r} = {_short(value)} at step {step} cannot become a float64 "
+                    f"({type(exc).__name__}); dropped, and counted in run.invalid_points (this key is warned "
+                    "about once)",
                 )
                 continue
             column = series.get((key, rank))
@@ -460,3 +466,12 @@ class Sender:
         if topic not in self._warned:
             self._warned.add(topic)
             logger.warning(message)
+
+
+def _short(value: Any) -> str:
+    """A value as a warning shows it: its repr, cut short (a huge int's repr alone can fail or be huge)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."

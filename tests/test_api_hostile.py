@@ -3,6 +3,8 @@ the tracker for the sender or for others (a 500 forever, a wedge, a silent chang
 
 from __future__ import annotations
 
+import json
+import math
 import uuid
 from typing import Any
 
@@ -78,3 +80,115 @@ def test_late_finite_points_are_said_to_be_late_once(client: httpx.Client) -> No
     assert [d["rule"] for d in decisions if d["action"] == "alert"] == ["late"]
     # Alerts are for people: the trainer's latest decision is still about the monitored steps.
     assert answers[-1]["decision"]["action"] != "alert"
+
+
+def _raw(client: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
+    return client.request(method, path, content=text, headers={"content-type": "application/json"})
+
+
+def _batch(points: str) -> str:
+    return '{"batch_id": "%s", "points": [%s]}' % (uuid.uuid4().hex, points)  # noqa: UP031 - JSON braces
+
+
+def test_numbers_float64_cannot_hold_are_refused_naming_the_field(client: httpx.Client) -> None:
+    run = create_run(client)
+    path = f"/api/v1/runs/{run['id']}/metrics"
+    cases = {
+        # an integer past float64, in either wire form
+        _batch('{"key": "a", "step": 0, "value": %d}' % 10**400): ["body", "points", 0, "value"],  # noqa: UP031
+        '{"batch_id": "b", "series": [{"key": "a", "steps": [0, 1], "values": [1.0, %d]}]}'  # noqa: UP031
+        % 10**400: ["body", "series", 0, "values"],
+        # literals that would silently become another number: inf and 0.0
+        _batch('{"key": "a", "step": 0, "value": 1.5e400}'): ["body", "points", 0, "value"],
+        '{"batch_id": "c", "series": [{"key": "a", "steps": [0, 1], "values": [0.5, -2e-400]}]}': [
+            "body",
+            "series",
+            0,
+            "values",
+            1,
+        ],
+        # only the documented spellings of NaN and infinity
+        _batch('{"key": "a", "step": 0, "value": "nan"}'): ["body", "points", 0, "value"],
+        _batch('{"key": "a", "step": 0, "value": " NaN "}'): ["body", "points", 0, "value"],
+        _batch('{"key": "a", "step": 0, "value": "-INF"}'): ["body", "points", 0, "value"],
+        # a key that is not text
+        _batch('{"key": "a\\ud800", "step": 0, "value": 1}'): ["body", "points", 0, "key"],
+    }
+    for body, loc in cases.items():
+        response = _raw(client, "POST", path, body)
+        assert response.status_code == 422, (body[:80], response.text)
+        assert response.json()["detail"][0]["loc"] == loc, body[:80]
+    assert client.get(f"/api/v1/runs/{run['id']}/keys").json()["keys"] == []  # nothing half-written
+    # What float64 holds is kept exactly: the smallest subnormal, the largest finite, the documented literals.
+    ok = _raw(
+        client,
+        "POST",
+        path,
+        '{"batch_id": "ok", "series": [{"key": "a", "steps": [0, 1, 2, 3, 4], '
+        '"values": [5e-324, 1.7976931348623157e308, NaN, "-Infinity", 0e-500]}]}',
+    )
+    assert ok.status_code == 200, ok.text
+    values = [p["value"] for p in history(client, run["id"], "a")]
+    assert values == [5e-324, 1.7976931348623157e308, "NaN", "-Infinity", 0.0]
+
+
+def test_integers_past_what_the_stores_hold_are_422_naming_the_parameter(client: httpx.Client) -> None:
+    run = create_run(client)
+    cases = [
+        ("/api/v1/runs", {"offset": 2**63}, "offset"),
+        (f"/api/v1/runs/{run['id']}/history", {"key": "a", "rank": 2**70}, "rank"),
+        (f"/api/v1/runs/{run['id']}/history", {"key": "a", "start_step": 2**71}, "start_step"),
+        (f"/api/v1/runs/{run['id']}/series", {"key": "a", "rank": 2**70}, "rank"),
+        (f"/api/v1/runs/{run['id']}/decision", {"after": 2**70}, "after"),
+        (f"/api/v1/runs/{run['id']}/decision", {"step": 2**70}, "step"),
+    ]
+    for path, params, name in cases:
+        response = client.get(path, params=params)
+        assert response.status_code == 422, (path, params, response.text)
+        assert response.json()["detail"][0]["loc"] == ["query", name]
+
+
+def test_stored_json_is_bounded_so_no_write_can_break_anothers_reads(client: httpx.Client) -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = {"a": deep}
+    run = create_run(client)
+    refused = [
+        client.post("/api/v1/runs", json={"project": "tests", "config": deep}),
+        client.patch(f"/api/v1/runs/{run['id']}/summary", json={"summary": {"x": deep}}),
+        _raw(client, "POST", "/api/v1/runs", '{"project": "tests", "config": {"a": %d}}' % 10**30),  # noqa: UP031
+        client.post("/api/v1/runs", json={"project": "tests", "config": {"a": "\x00"}}),
+        client.post("/api/v1/runs", json={"project": "tests", "config": {"a": "b" * 300_000}}),
+        client.post("/api/v1/runs", json={"project": "tests", "tags": ["t" * 201]}),
+    ]
+    for response in refused:
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"][:2] in (
+            ["body", "config"],
+            ["body", "summary"],
+            ["body", "tags"],
+        )
+    # Exactly the bound is accepted, NaN is kept as the API spells it, and every read still works.
+    at_bound: Any = 1
+    for _ in range(31):
+        at_bound = {"a": at_bound}
+    made = _raw(
+        client,
+        "POST",
+        "/api/v1/runs",
+        json.dumps({"project": "tests", "config": {"deep": at_bound, "lr": math.nan}}),
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["config"]["lr"] == "NaN"
+    assert (
+        client.patch(f"/api/v1/runs/{run['id']}/summary", json={"summary": {"x": at_bound}}).status_code
+        == 200
+    )
+    for path in (
+        "/api/v1/runs",
+        "/api/v1/runs?project=tests",
+        f"/api/v1/runs/{run['id']}",
+        f"/api/v1/runs/{run['id']}/summary",
+        f"/api/v1/runs/{made.json()['id']}",
+    ):
+        assert client.get(path).status_code == 200, path

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tracker.config import Settings
 from tracker.db.engine import Database
-from tracker.schemas.metrics import MetricBatch
+from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.services.auth import Authenticator, Principal, check_project, check_run
 from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
@@ -110,7 +110,7 @@ async def _metric_batch(request: Request) -> MetricBatch:
     # reads the NaN and Infinity literals Python's json writes.
     body = await request.body()
     try:
-        return MetricBatch.model_validate_json(body)
+        return parse_batch(body)
     except ValidationError as exc:
         errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
         raise RequestValidationError(errors, body=body) from None

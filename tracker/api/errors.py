@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.errors import ConflictError, InvalidInputError, NotFoundError
 from tracker.schemas._common import json_safe
@@ -19,8 +19,14 @@ from tracker.services.auth import AuthError, ForbiddenError
 def _shown(value: Any) -> Any:
     """An offending input as an error may show it: JSON-safe (NaN/inf spelled out), and short."""
     safe = json_safe(jsonable_encoder(value, custom_encoder={float: lambda f: f}))
-    text = json.dumps(safe, allow_nan=False)
-    return safe if len(text) <= 200 else text[:200] + "..."
+    text = json.dumps(safe, allow_nan=False)  # ASCII: a lone surrogate is escaped, not an encoding error
+    if len(text) > 200:
+        return text[:200] + "..."
+    try:
+        json.dumps(safe, ensure_ascii=False).encode()  # as the response will write it
+    except UnicodeEncodeError:
+        return text
+    return safe
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -74,16 +80,65 @@ def body_too_large(size: int, max_bytes: int) -> JSONResponse:
 
 
 class BodyLimitMiddleware:
-    """Refuses, before reading it, a request whose declared body is larger than ``max_bytes``."""
+    """Refuses a request whose body is larger than ``max_bytes`` with a 413, on every route: before
+    reading it when its ``Content-Length`` says so, and after reading at most ``max_bytes + 1`` of it when
+    it comes without one (chunked), so no route ever reads a larger body whole."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            for name, value in scope["headers"]:
-                if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                    await body_too_large(int(value), self.max_bytes)(scope, receive, send)
-                    return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = value
+        if declared is not None:
+            if declared.isdigit() and int(declared) > self.max_bytes:
+                await body_too_large(int(declared), self.max_bytes)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)  # the server holds the body to its declared length
+            return
+        if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        body = await read_body(receive, self.max_bytes)
+        if body is None:
+            return  # the client left
+        if len(body) > self.max_bytes:
+            await body_too_large(len(body), self.max_bytes)(scope, receive, send)
+            return
+        await self.app(scope, replay_body(body, receive), send)
+
+
+async def read_body(receive: Receive, max_bytes: int) -> bytes | None:
+    """The request body, or None if the client disconnected. Reading stops past ``max_bytes``: what was
+    read so far is returned, and its length says it is over."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        chunks.append(chunk)
+        if size > max_bytes or not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the already-read body over again, then listens to the client."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

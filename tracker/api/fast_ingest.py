@@ -17,12 +17,12 @@ import re
 
 from anyio import to_thread
 from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker.api.deps import MAX_ID, IngestServices
-from tracker.api.errors import body_too_large
+from tracker.api.errors import body_too_large, read_body, replay_body
 from tracker.errors import PlateauError
-from tracker.schemas.metrics import MetricBatch
+from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.services import ingest
 from tracker.services.auth import Authenticator, check_run
 
@@ -44,7 +44,7 @@ class FastIngest:
         if run_id > MAX_ID or scope["method"] != "POST":  # an id out of range is the route's to refuse
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive, self.max_bytes)
+        body = await read_body(receive, self.max_bytes)
         if body is None:
             return  # the client left
         if len(body) > self.max_bytes:  # sent without a Content-Length, which the body limit checks first
@@ -67,7 +67,7 @@ class FastIngest:
                 body,
             )
         except (PlateauError, ValidationError):
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -95,34 +95,4 @@ def _store(
 ) -> bytes:
     """The route's work, in the worker thread: auth, validation, ingest; the answer's JSON."""
     check_run(authenticator, authenticator.principal(authorization, client_host), run_id, write=True)
-    return store_batch(services, run_id, MetricBatch.model_validate_json(body))
-
-
-async def _read_body(receive: Receive, max_bytes: int) -> bytes | None:
-    """The request body, or None if the client disconnected. Reading stops past ``max_bytes``: what was
-    read so far is returned, and its length says it is over."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        chunks.append(chunk)
-        if size > max_bytes or not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that hands the already-read body over again, then listens to the client."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
+    return store_batch(services, run_id, parse_batch(body))

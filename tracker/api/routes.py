@@ -35,12 +35,17 @@ from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
 
+# Every integer the API accepts is bounded by what the stores hold (a 422 naming it, not a 500).
+MAX_STEP = 2**62
+MAX_RANK = 100_000
+
 # Longest a long-poll sleeps between looks at the database, for changes made by other replicas.
 _POLL_INTERVAL_S = 0.25
 
 
 @router.get("/health", tags=["health"])
-def get_server_health(database: DatabaseDep) -> dict[str, str]:
+async def get_server_health(database: DatabaseDep) -> dict[str, str]:
+    # On the event loop, not in the worker threads: it must answer while they ingest a large batch.
     return {"status": "ok", "version": __version__, "database": database.engine.dialect.name}
 
 
@@ -64,7 +69,7 @@ def list_runs(
     experiment: str | None = None,
     status: RunStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
 ) -> RunsPublic:
     """Runs, newest first; a token sees its own project's runs only."""
     if principal is not None:
@@ -128,8 +133,12 @@ async def get_decision(
     database: DatabaseDep,
     settings: SettingsDep,
     notifier: NotifierDep,
-    after: Annotated[int | None, Query(ge=0, description="wait for a decision newer than this seq")] = None,
-    step: Annotated[int | None, Query(ge=0, description="wait for the verdict on exactly this step")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_STEP, description="wait for a decision newer than this seq")
+    ] = None,
+    step: Annotated[
+        int | None, Query(ge=0, le=MAX_STEP, description="wait for the verdict on exactly this step")
+    ] = None,
     wait: Annotated[float, Query(ge=0, description="seconds to wait at most")] = 0.0,
 ) -> DecisionPublic:
     """The latest decision; with ``after`` or ``step``, long-poll up to ``wait`` seconds for it."""
@@ -172,8 +181,8 @@ def get_history(
     run_id: int,
     database: DatabaseDep,
     key: Annotated[str, Query(min_length=1)],
-    rank: Annotated[int, Query(ge=0)] = 0,
-    start_step: Annotated[int, Query(ge=0)] = 0,
+    rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
+    start_step: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
     form: Annotated[
         Literal["points", "columns"],
@@ -232,7 +241,7 @@ def list_deliveries(
     webhook_id: IdPath,
     database: DatabaseDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
 ) -> DeliveriesPublic:
     """The delivery log: every attempt's outcome, newest first."""
     return webhooks.deliveries(database, project, webhook_id, limit=limit, offset=offset)
@@ -243,7 +252,7 @@ def get_series(
     run_id: int,
     database: DatabaseDep,
     key: Annotated[str, Query(min_length=1)],
-    rank: Annotated[int, Query(ge=0)] = 0,
+    rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
     points: Annotated[int, Query(ge=4, le=100_000, description="most points to return")] = 2000,
 ) -> SeriesPublic:
     """A key's curve for drawing, downsampled by min/max buckets (first, last and extremes kept)."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, model_validator
+from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
 from tracker.schemas._common import MetricValue, Schema, Text, parse_metric_value
 from tracker.schemas.decisions import DecisionPublic
 
 MAX_POINTS_PER_BATCH = 100_000
+MAX_KEYS_PER_BATCH = 10_000
 
 Step = Annotated[StrictInt, Field(ge=0, le=2**62)]
 Rank = Annotated[StrictInt, Field(ge=0, le=100_000)]
@@ -78,6 +82,16 @@ class MetricBatch(Schema):
             raise ValueError("a batch needs points or series (or both)")
         if self.size() > MAX_POINTS_PER_BATCH:
             raise ValueError(f"a batch holds at most {MAX_POINTS_PER_BATCH} points; got {self.size()}")
+        # Each key is a series to look up and extend in the same transaction: bounded, so one batch cannot
+        # hold the write lock (and the tracker's memory) for everyone else.
+        keys = {column.key for column in self.series or ()}
+        if self.points is not None and len(keys) <= MAX_KEYS_PER_BATCH:
+            keys.update(point.key for point in self.points)
+        if len(keys) > MAX_KEYS_PER_BATCH:
+            raise ValueError(
+                f"a batch holds at most {MAX_KEYS_PER_BATCH} distinct keys; got {len(keys)}: "
+                "send the rest in other batches"
+            )
         return self
 
     def size(self) -> int:
@@ -154,3 +168,81 @@ class SeriesPublic(Schema):
     total: int = Field(description="points stored for the key")
     downsampled: bool
     points: list[PointOut]
+
+
+# A number literal with a three-digit exponent: the only kind that can overflow float64 to inf (1e400) or
+# underflow it to 0.0 (1e-400). Searched for in the raw body (in C) before anything slower is done.
+_LONG_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]{3}")
+
+
+class _Unrepresentable:
+    """A number literal float64 cannot hold, found where it stood in the body."""
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def parse_batch(body: bytes) -> MetricBatch:
+    """A batch from the raw body, with pydantic's own JSON parser (several times faster than json.loads
+    and validation of the objects). ValidationError otherwise, with ``loc`` naming the field, also for:
+
+    - a number literal float64 cannot hold (``1e400`` would become inf, ``1e-400`` 0.0: a different
+      number, never stored in its place);
+    - a string that is not valid text (a lone surrogate): pydantic's parser refuses the whole body as
+      invalid JSON, so it is read again with Python's json, which keeps the string for the schema to name.
+    """
+    try:
+        batch = MetricBatch.model_validate_json(body)
+    except ValidationError as exc:
+        if not any(error["type"] == "json_invalid" for error in exc.errors()):
+            raise
+        try:
+            loaded = json.loads(body)
+        except (ValueError, RecursionError):  # invalid for Python too (deep nesting included)
+            raise exc from None
+        return MetricBatch.model_validate(loaded)  # names the field, or validates what Python's json read
+    if _LONG_EXPONENT.search(body) is not None:
+        _refuse_unrepresentable(body)
+    return batch
+
+
+def _refuse_unrepresentable(body: bytes) -> None:
+    def number(literal: str) -> float | _Unrepresentable:
+        value = float(literal)
+        mantissa = re.split("[eE]", literal)[0]
+        if math.isinf(value) or (value == 0.0 and any(c in "123456789" for c in mantissa)):
+            return _Unrepresentable(literal)
+        return value
+
+    found = _find_unrepresentable(json.loads(body, parse_float=number), ())
+    if found is None:
+        return
+    loc, literal = found
+    raise ValidationError.from_exception_data(
+        "MetricBatch",
+        [
+            {
+                "type": "value_error",
+                "loc": loc,
+                "input": literal,
+                "ctx": {
+                    "error": ValueError(
+                        f"{literal} is beyond float64's range (it would be stored as a different number)"
+                    )
+                },
+            }
+        ],
+    )
+
+
+def _find_unrepresentable(
+    value: Any, path: tuple[str | int, ...]
+) -> tuple[tuple[str | int, ...], str] | None:
+    if isinstance(value, _Unrepresentable):
+        return path, value.literal
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _find_unrepresentable(item, (*path, key))
+        if found is not None:
+            return found
+    return None

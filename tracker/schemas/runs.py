@@ -5,16 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from tracker.policy import PolicySpec
-from tracker.schemas._common import Schema, Text
+from tracker.schemas._common import Schema, Text, stored_json
 from tracker.schemas.decisions import DecisionPublic
 
 RunStatus = Literal["running", "finished", "stopped", "failed", "crashed"]
 FinalStatus = Literal["finished", "stopped", "failed", "crashed"]
 
 Name = Annotated[Text, Field(min_length=1, max_length=200)]
+
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _bounded_config(config: dict[str, Any]) -> dict[str, Any]:
+    bounded: dict[str, Any] = stored_json(config, max_bytes=MAX_CONFIG_BYTES)
+    return bounded
 
 
 class RunCreate(Schema):
@@ -24,8 +31,8 @@ class RunCreate(Schema):
     experiment: Name = "default"
     name: Name | None = None
     run_key: Name | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
-    tags: list[Text] = Field(default_factory=list, max_length=100)
+    config: Annotated[dict[str, Any], AfterValidator(_bounded_config)] = Field(default_factory=dict)
+    tags: list[Annotated[Text, Field(max_length=200)]] = Field(default_factory=list, max_length=100)
     policy: PolicySpec | None = None
     world_size: int = Field(default=1, ge=1, le=100_000)
     planned_steps: int | None = Field(

@@ -3,24 +3,21 @@ convergence times the tracker derives from its decisions."""
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from tracker.schemas._common import Schema
+from tracker.schemas._common import Schema, stored_json
 
 MAX_SUMMARY_BYTES = 64 * 1024
 SummaryKey = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 def _bounded(summary: dict[str, Any]) -> dict[str, Any]:
-    # NaN and inf are data here too: measured as JSON with them spelled out, the way they are stored.
-    size = len(json.dumps(summary, allow_nan=True, default=str))
-    if size > MAX_SUMMARY_BYTES:
-        raise ValueError(f"is {size} bytes as JSON; at most {MAX_SUMMARY_BYTES} are kept per update")
-    return summary
+    # NaN and inf are data here too: spelled out, the way they are stored and read back.
+    bounded: dict[str, Any] = stored_json(summary, max_bytes=MAX_SUMMARY_BYTES)
+    return bounded
 
 
 class SummaryUpdate(Schema):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, Field
 
-from tracker.schemas._common import Schema
+from tracker.schemas._common import Schema, Text
 
 WebhookEvent = Literal[
     "stop", "checkpoint", "diverged", "straggler", "staleness", "missing_monitor", "run_finished"
@@ -18,9 +18,9 @@ class WebhookCreate(Schema):
     """``events``: any of stop, checkpoint, diverged (a stop by non_finite or divergence), straggler,
     staleness, run_finished. ``secret`` signs each delivery (HMAC-SHA256)."""
 
-    url: AnyHttpUrl
-    events: list[WebhookEvent] = Field(min_length=1, max_length=6)
-    secret: str = Field(min_length=16, max_length=200)
+    url: Annotated[AnyHttpUrl, Field(max_length=2000)]
+    events: list[WebhookEvent] = Field(min_length=1, max_length=7)
+    secret: Text = Field(min_length=16, max_length=200)
 
 
 class WebhookPublic(Schema):

@@ -200,7 +200,6 @@ def check_run(auth: Authenticator, principal: Principal | None, run_id: int, *, 
     if write and principal.scope != "write":
         raise ForbiddenError(f"this token of project {principal.project!r} is read-only")
     owner = auth.run_project(run_id)
-    if owner is None:
-        raise NotFoundError(f"run {run_id} does not exist")
-    if owner != principal.project_id:
-        raise ForbiddenError(f"run {run_id} belongs to another project than {principal.project!r}")
+    if owner is None or owner != principal.project_id:
+        # One answer for both: a different one for another project's run tells an outsider which ids exist.
+        raise NotFoundError(f"run {run_id} does not exist in project {principal.project!r}")

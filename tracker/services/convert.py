@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from tracker.db import models
 from tracker.policy import PolicySpec
-from tracker.schemas._common import as_utc
+from tracker.schemas._common import MAX_JSON_DEPTH, as_utc, json_safe
 from tracker.schemas.decisions import DecisionPublic
 from tracker.schemas.runs import RunPublic
 
@@ -40,6 +41,21 @@ def no_decision(run: models.Run) -> DecisionPublic:
     )
 
 
+def readable(value: Any, depth: int = 0) -> Any:
+    """Stored JSON as the API may serialise it: subtrees deeper than the write-time bound are shown as a
+    note (rows stored before the bound existed), and NaN/inf are spelled out. Writes are bounded by
+    ``stored_json``; this keeps every read working whatever an older version stored."""
+    if isinstance(value, dict):
+        if depth >= MAX_JSON_DEPTH:
+            return f"(nested deeper than {MAX_JSON_DEPTH} levels: not shown)"
+        return {str(k): readable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        if depth >= MAX_JSON_DEPTH:
+            return f"(nested deeper than {MAX_JSON_DEPTH} levels: not shown)"
+        return [readable(v, depth + 1) for v in value]
+    return json_safe(value)
+
+
 def run_public(
     run: models.Run, *, project: str, experiment: str, decision: DecisionPublic, joined: bool = False
 ) -> RunPublic:
@@ -49,7 +65,7 @@ def run_public(
         experiment=experiment,
         name=run.name,
         run_key=run.run_key,
-        config=run.config,
+        config=readable(run.config),
         tags=run.tags,
         policy=PolicySpec.model_validate(run.policy) if run.policy is not None else None,
         status=run.status,
@@ -61,7 +77,7 @@ def run_public(
         stop_step=run.stop_step,
         stop_rule=run.stop_rule,
         planned_steps=run.planned_steps,
-        summary=run.summary,
+        summary=readable(run.summary),
         decision=decision,
         joined=joined,
     )

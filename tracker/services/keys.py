@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 from tracker.db.models import MetricKey
 from tracker.services._upsert import insert_ignore
 
+_NAMES_PER_LOOKUP = 1_000
+
 
 class KeyCache:
     """Maps key names to ids. Ids inserted by a transaction are remembered only after it commits."""
@@ -39,8 +41,14 @@ class KeyCache:
 
     @staticmethod
     def _lookup(session: Session, names: set[str]) -> dict[str, int]:
-        rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(names)))
-        return {name: key_id for name, key_id in rows}
+        # In chunks: one IN of 100,000 names is past SQLite's and PostgreSQL's bound-parameter limits.
+        ordered = sorted(names)
+        found: dict[str, int] = {}
+        for start in range(0, len(ordered), _NAMES_PER_LOOKUP):
+            chunk = ordered[start : start + _NAMES_PER_LOOKUP]
+            rows = session.execute(select(MetricKey.name, MetricKey.id).where(MetricKey.name.in_(chunk)))
+            found.update({name: key_id for name, key_id in rows})
+        return found
 
     def remember(self, ids: dict[str, int]) -> None:
         if ids:

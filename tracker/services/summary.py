@@ -13,6 +13,7 @@ from tracker.db.engine import Database
 from tracker.schemas._common import as_utc, json_safe
 from tracker.schemas.summary import Convergence, RunSummaryPublic, SummaryUpdate, finite_or_none
 from tracker.services import _point_store
+from tracker.services.convert import readable
 from tracker.services.decisions import get_run_row
 
 # Timestamps of the newest points inferred time per step is taken from: enough for a stable median,
@@ -39,7 +40,7 @@ def read(db: Database, run_id: int) -> RunSummaryPublic:
     with db.session() as session:
         run = get_run_row(session, run_id)
         return RunSummaryPublic(
-            run_id=run.id, summary=run.summary or {}, convergence=convergence(session, run)
+            run_id=run.id, summary=readable(run.summary or {}), convergence=convergence(session, run)
         )
 
 
