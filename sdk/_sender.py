@@ -34,6 +34,9 @@ logger = logging.getLogger("plateau")
 # (step, wall_time, keys, values, rank or None). Keys and values apart, not a dict copy: a loop logs the
 # same keys every step, so one keys tuple is shared by every record that has them, and a record takes about
 # a third of the memory (it matters when many runs queue at once).
+MAX_KEYS_PER_BATCH = 10_000
+"""The tracker's bound on distinct keys in one batch (README, "API"): larger records are split."""
+
 Record = tuple[int, float, tuple[Any, ...], tuple[Any, ...], int | None]
 
 
@@ -380,6 +383,14 @@ class Sender:
             if isinstance(item, _Marker):
                 markers.append(item)
                 break
+            room = MAX_KEYS_PER_BATCH - len(series)
+            if len(item[2]) > room:  # the tracker refuses a batch of more distinct keys: split the record
+                step, wall_time, keys, values, rank = item
+                if room <= 0:
+                    pending.appendleft(item)
+                    break
+                pending.appendleft((step, wall_time, keys[room:], values[room:], rank))
+                item = (step, wall_time, keys[:room], values[:room], rank)
             points += self._append_points(series, item)
         if not points and not markers:
             return None

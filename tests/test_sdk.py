@@ -254,3 +254,14 @@ def test_sdk_imports_nothing_from_the_server_side() -> None:
     )
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert output.stdout.strip() == "[]"
+
+
+def test_a_record_of_more_keys_than_a_batch_may_hold_is_split(tracker: TrackerProcess) -> None:
+    with sdk.init(project="sdk", url=tracker.url) as run:
+        run.log({f"layer{i}/grad_norm": float(i) for i in range(12_000)}, step=0)
+        run.log({"loss": 1.0}, step=0)
+        assert run.flush(60)
+        run_id = run.id
+    keys = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/keys", timeout=30).json()["keys"]
+    assert len(keys) == 12_001
+    assert run._sender.rejected_points == 0

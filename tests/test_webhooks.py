@@ -182,3 +182,101 @@ def check_webhook_validation(client: httpx.Client) -> None:
         client.post("/api/v1/projects/nope/webhooks", json=bad[0][0] | {"url": "http://x"}).status_code == 404
     )
     assert client.get("/api/v1/projects/hooks-v/webhooks").json()["count"] == 0
+
+
+class Trickler:
+    """A receiver that sends its status line at once and then its answer one byte a second, for ever
+    (or a ``huge`` answer of that many bytes as fast as it can)."""
+
+    def __init__(self, port: int, huge: int = 0) -> None:
+        self.attempts = 0
+        self.closed = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                receiver.attempts += 1
+                self.send_response(200)
+                self.send_header("content-length", str(huge or 10**9))
+                self.end_headers()
+                try:
+                    if huge:
+                        chunk = b"x" * 1024 * 1024
+                        for _ in range(huge // len(chunk)):
+                            self.wfile.write(chunk)
+                        return
+                    while not receiver.closed.wait(1.0):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                except OSError:
+                    pass  # the tracker hung up: that is the point
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.closed.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
+    tracker = TrackerProcess(tmp_path / "tracker", env={**FAST_RETRIES, "PLATEAU_WEBHOOK_DEADLINE_S": "3"})
+    slow, fast = Trickler(free_port()), Receiver(free_port())
+    try:
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            _make_events(
+                client, f"slow-{uuid.uuid4().hex[:6]}", f"http://127.0.0.1:{slow.server.server_port}/"
+            )
+            assert wait_until(lambda: slow.attempts >= 4, timeout=10)  # every slot to it is now stuck
+            started = time.monotonic()
+            project = f"fast-{uuid.uuid4().hex[:6]}"
+            _, hook_id = _make_events(client, project, f"http://127.0.0.1:{fast.server.server_port}/")
+            assert wait_until(lambda: len(fast.received) == 4, timeout=10)
+            took = time.monotonic() - started
+            print(
+                f"webhooks: another project's 4 events delivered in {took:.2f} s beside a trickling receiver"
+            )
+            assert took < 2.5  # before: behind the trickler's batch, for as long as it trickled
+            fast_log = client.get(f"/api/v1/projects/{project}/webhooks/{hook_id}/deliveries").json()
+            assert {d["status"] for d in fast_log["data"]} == {"delivered"}
+        # The trickler's attempts end at their deadline and are retried.
+        assert wait_until(lambda: slow.attempts >= 8, timeout=15)
+    finally:
+        slow.close()
+        fast.close()
+        tracker.stop()
+
+
+def test_a_huge_answer_is_not_read_into_memory(tmp_path: Path) -> None:
+    tracker = TrackerProcess(tmp_path / "tracker", env=FAST_RETRIES)
+    huge = Trickler(free_port(), huge=256 * 1024 * 1024)
+    try:
+        before = _rss_mib(tracker.process.pid)
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            project = f"huge-{uuid.uuid4().hex[:6]}"
+            _, hook_id = _make_events(client, project, f"http://127.0.0.1:{huge.server.server_port}/")
+            path = f"/api/v1/projects/{project}/webhooks/{hook_id}/deliveries"
+            assert wait_until(
+                lambda: {d["status"] for d in client.get(path).json()["data"]} == {"delivered"}, timeout=20
+            )
+        grown = _rss_mib(tracker.process.pid) - before
+        print(f"webhooks: tracker grew {grown:.1f} MiB over four 256 MiB answers")
+        assert grown < 40
+    finally:
+        huge.close()
+        tracker.stop()
+
+
+def _rss_mib(pid: int) -> float:
+    """A process's resident memory (Linux's /proc), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")

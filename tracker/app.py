@@ -44,6 +44,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 backoff_base_s=settings.webhook_backoff_base_s,
                 backoff_max_s=settings.webhook_backoff_max_s,
                 max_attempts=settings.webhook_max_attempts,
+                deadline_s=settings.webhook_deadline_s,
+                timeout_s=min(10.0, settings.webhook_deadline_s),
             ),
         )
         app.state.deliverer = deliverer

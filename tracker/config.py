@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     webhook_backoff_base_s: float = Field(default=1.0, gt=0)
     webhook_backoff_max_s: float = Field(default=60.0, gt=0)
     webhook_max_attempts: int = Field(default=30, ge=1)
+    webhook_deadline_s: float = Field(
+        default=15.0, gt=0, le=600, description="a whole delivery attempt at most"
+    )
 
     def resolved_database_url(self) -> str:
         """The configured database URL, or the embedded SQLite file under ``home``."""

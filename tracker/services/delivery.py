@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import json
@@ -40,6 +41,7 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 @dataclass(frozen=True)
 class _Claimed:
     id: int
+    webhook_id: int
     delivery_id: str
     event: str
     url: str
@@ -50,17 +52,30 @@ class _Claimed:
 
 @dataclass(frozen=True)
 class DeliveryPolicy:
+    """``deadline_s`` bounds a whole attempt (connect, send, the answer), ``timeout_s`` each network wait
+    within it, and ``max_response_bytes`` what is read of the answer (its status is what counts). At
+    most ``concurrency`` attempts are in flight, at most ``per_webhook`` of them to one webhook, each
+    on its own: a slow receiver holds up only its own deliveries."""
+
     poll_s: float = 0.5
     lease_s: float = 30.0
     backoff_base_s: float = 1.0
     backoff_max_s: float = 60.0
     max_attempts: int = 30
     timeout_s: float = 10.0
-    batch: int = 20
+    deadline_s: float = 15.0
+    max_response_bytes: int = 64 * 1024
+    concurrency: int = 64
+    per_webhook: int = 4
 
 
 class Deliverer:
-    """Runs in the server's event loop; several tracker processes may run one each (rows are leased)."""
+    """Runs in the server's event loop; several tracker processes may run one each (rows are leased).
+
+    Each claimed delivery is its own task, so a receiver that trickles its answer delays no other: it
+    used to be one batch waiting for its slowest member, and one slow receiver delayed another project's
+    delivery by 39 s. A lease outlives an attempt's deadline, so no other process takes it meanwhile.
+    """
 
     def __init__(self, db: Database, policy: DeliveryPolicy | None = None) -> None:
         self.db = db
@@ -84,48 +99,92 @@ class Deliverer:
             task.get_loop().call_soon_threadsafe(self._wake.set)
 
     async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=self.policy.timeout_s) as client:
+        policy = self.policy
+        in_flight: dict[asyncio.Task[None], int] = {}  # task -> its webhook id
+        limits = httpx.Limits(max_connections=policy.concurrency, max_keepalive_connections=16)
+        async with httpx.AsyncClient(timeout=policy.timeout_s, limits=limits) as client:
             while True:
                 try:
-                    claimed = await to_thread.run_sync(self._claim)
+                    room = policy.concurrency - len(in_flight)
+                    busy = {
+                        hook for hook in in_flight.values() if _count(in_flight, hook) >= policy.per_webhook
+                    }
+                    claimed = await to_thread.run_sync(self._claim, room, busy) if room > 0 else []
+                    for item in claimed:
+                        task = asyncio.get_running_loop().create_task(self._attempt(client, item))
+                        in_flight[task] = item.webhook_id
+                        task.add_done_callback(functools.partial(self._settled, in_flight))
                     if claimed:
-                        await asyncio.gather(*(self._deliver(client, c) for c in claimed))
                         continue
                 except asyncio.CancelledError:
+                    for task in in_flight:
+                        task.cancel()
                     raise
                 except Exception:
                     logger.exception("webhook delivery loop failed; retrying")
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.policy.poll_s)
+                    await asyncio.wait_for(self._wake.wait(), policy.poll_s)
 
-    def _claim(self) -> list[_Claimed]:
-        """Lease up to ``batch`` due deliveries (their next attempt moves a lease ahead, so a crashed
-        process's claims come back on their own)."""
+    def _settled(self, in_flight: dict[asyncio.Task[None], int], task: asyncio.Task[None]) -> None:
+        """An attempt ended: its slot is free, so look for more due deliveries now."""
+        in_flight.pop(task, None)
+        self._wake.set()
+
+    def _claim(self, room: int, busy: set[int]) -> list[_Claimed]:
+        """Lease up to ``room`` due deliveries, none to the webhooks in ``busy`` (at their limit in flight);
+        their next attempt moves a lease ahead, so a crashed process's claims come back on their own."""
         now = datetime.now(timezone.utc)
         d, w = models.WebhookDelivery, models.Webhook
         # Look before taking the write lock: the loop also wakes every poll interval, and on SQLite a
         # needless write transaction here would hold up the ingests queued behind it.
         with self.db.session() as session:
-            due = select(d.id).where(d.status == "pending", d.next_attempt_at <= now).limit(1)
+            due = select(d.id).where(
+                d.status == "pending", d.next_attempt_at <= now, d.webhook_id.not_in(busy)
+            )
+            due = due.limit(1)
             if session.execute(due).first() is None:
                 return []
         with self.db.session(write=True) as session:
             rows = session.execute(
                 select(d, w.url, w.secret)
                 .join(w, w.id == d.webhook_id)
-                .where(d.status == "pending", d.next_attempt_at <= now)
+                .where(d.status == "pending", d.next_attempt_at <= now, d.webhook_id.not_in(busy))
                 .order_by(d.next_attempt_at, d.id)
-                .limit(self.policy.batch)
+                .limit(room)
                 .with_for_update(skip_locked=True, of=d)
             ).all()
-            claimed = []
+            claimed: list[_Claimed] = []
+            taken: dict[int, int] = {}
             for row, url, secret in rows:
-                row.next_attempt_at = now + timedelta(seconds=self.policy.lease_s)
+                # Within one claim too, at most per_webhook to one webhook; the rest wait for the next.
+                taken[row.webhook_id] = taken.get(row.webhook_id, 0) + 1
+                if taken[row.webhook_id] > self.policy.per_webhook:
+                    continue
+                row.next_attempt_at = now + timedelta(
+                    seconds=max(self.policy.lease_s, 2 * self.policy.deadline_s)
+                )
                 claimed.append(
-                    _Claimed(row.id, row.delivery_id, row.event, url, secret, row.payload, row.attempts)
+                    _Claimed(
+                        row.id,
+                        row.webhook_id,
+                        row.delivery_id,
+                        row.event,
+                        url,
+                        secret,
+                        row.payload,
+                        row.attempts,
+                    )
                 )
             return claimed
+
+    async def _attempt(self, client: httpx.AsyncClient, item: _Claimed) -> None:
+        try:
+            await self._deliver(client, item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # one delivery's failure is its own; its lease brings it back
+            logger.exception("webhook delivery %s failed", item.delivery_id)
 
     async def _deliver(self, client: httpx.AsyncClient, item: _Claimed) -> None:
         body = json.dumps(item.payload, separators=(",", ":"), allow_nan=False).encode()
@@ -140,15 +199,22 @@ class Deliverer:
         }
         status: int | None = None
         retry_after: float | None = None
+
+        async def exchange() -> tuple[httpx.Response, bytes]:
+            async with client.stream("POST", item.url, content=body, headers=headers) as response:
+                return response, await _read_at_most(response, self.policy.max_response_bytes)
+
         try:
-            response = await client.post(item.url, content=body, headers=headers)
+            response, answer = await asyncio.wait_for(exchange(), self.policy.deadline_s)
             status = response.status_code
-            error = None if 200 <= status < 300 else f"HTTP {status}: {response.text[:200]}"
+            error = None if 200 <= status < 300 else f"HTTP {status}: {answer[:200].decode(errors='replace')}"
             if "retry-after" in response.headers:
                 try:
                     retry_after = float(response.headers["retry-after"])
                 except ValueError:
                     retry_after = None
+        except asyncio.TimeoutError:  # TimeoutError itself only from Python 3.11
+            status, error = None, f"no complete answer within the {self.policy.deadline_s:g} s deadline"
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"
         await to_thread.run_sync(lambda: self._record(item, status, error, retry_after))
@@ -176,3 +242,20 @@ class Deliverer:
             if retry_after is not None:
                 delay = max(delay, min(retry_after, self.policy.backoff_max_s))
             row.next_attempt_at = now + timedelta(seconds=delay)
+
+
+def _count(in_flight: dict[asyncio.Task[None], int], hook: int) -> int:
+    return sum(1 for other in in_flight.values() if other == hook)
+
+
+async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
+    """The start of a receiver's answer, at most ``limit`` bytes: the rest is never read (a 64 MiB answer
+    grew the tracker by ~115 MB when it was read whole); the connection is closed, not reused."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():
+        chunks.append(chunk[: limit - size])
+        size += len(chunks[-1])
+        if size >= limit:
+            break
+    return b"".join(chunks)
