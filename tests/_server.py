@@ -30,6 +30,7 @@ class TrackerProcess:
         database_url: str | None = None,
         port: int | None = None,
         env: dict[str, str] | None = None,
+        max_files: int | None = None,
     ) -> None:
         self.home = home
         self.port = port or free_port()
@@ -42,7 +43,13 @@ class TrackerProcess:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")}, **(env or {})}
         home.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=(lambda: _limit_files(max_files)) if max_files else None,
+            )
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
@@ -83,3 +90,10 @@ def stop_process(process: subprocess.Popen[bytes], *, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _limit_files(count: int) -> None:
+    """In the child before it runs: at most ``count`` open files, soft and hard (it cannot lift them)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import math
+import socket
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests._server import TrackerProcess
 from tests.conftest import create_run
 
 
@@ -192,3 +196,48 @@ def test_stored_json_is_bounded_so_no_write_can_break_anothers_reads(client: htt
         f"/api/v1/runs/{made.json()['id']}",
     ):
         assert client.get(path).status_code == 200, path
+
+
+def test_idle_half_sent_requests_do_not_lock_new_clients_out(tmp_path: Path) -> None:
+    # 1,100 connections that never finish their headers took every descriptor of a tracker allowed 1,024.
+    tracker = TrackerProcess(tmp_path / "tracker", max_files=1024)
+    idle: list[socket.socket] = []
+    try:
+        for _ in range(1100):
+            sock = socket.create_connection(("127.0.0.1", tracker.port), timeout=5)
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\\r\\nHost: x\\r\\n")  # and never the blank line
+            idle.append(sock)
+        started = time.monotonic()
+        with httpx.Client(base_url=tracker.url, timeout=5) as client:
+            response = client.get("/api/v1/health")
+        took = time.monotonic() - started
+        print(f"health answered in {took * 1000:.1f} ms beside 1,100 idle half-sent requests")
+        assert response.status_code == 200
+        assert took < 2.0
+        assert tracker.process.poll() is None
+    finally:
+        for sock in idle:
+            sock.close()
+        tracker.stop()
+
+
+def test_the_body_limit_holds_on_every_route_without_a_content_length(client: httpx.Client) -> None:
+    # A chunked 100 MiB config was read whole and stored: only ingest counted the bytes it read.
+    run = create_run(client)
+
+    def chunked(total: int) -> Any:
+        yield b'{"project": "tests", "config": {"a": "'
+        chunk = b"x" * (1024 * 1024)
+        for _ in range(total // len(chunk)):
+            yield chunk
+        yield b'"}}'
+
+    for method, path in [
+        ("POST", "/api/v1/runs"),
+        ("PATCH", f"/api/v1/runs/{run['id']}/summary"),
+        ("POST", "/api/v1/projects/tests/webhooks"),
+        ("POST", f"/api/v1/runs/{run['id']}/metrics"),
+    ]:
+        response = client.request(method, path, content=chunked(40 * 1024 * 1024))
+        assert response.status_code == 413, (path, response.text[:200])
+        assert "over the limit" in response.json()["detail"]

@@ -8,6 +8,7 @@ import socket
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from tracker.api.protocol import BoundedH11Protocol, raise_descriptor_limit
 from tracker.app import create_app
 from tracker.config import Settings
 from tracker.db.prepare import prepare_schema
@@ -16,6 +17,7 @@ from tracker.db.prepare import prepare_schema
 def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -> None:
     """Serve until interrupted. The schema is prepared once here, before any worker starts."""
     prepare_schema(settings.resolved_database_url())
+    raise_descriptor_limit()  # workers inherit it
     if workers <= 1:
         config = uvicorn.Config(
             create_app(settings),
@@ -24,6 +26,7 @@ def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -
             log_level=log_level,
             access_log=False,
             timeout_keep_alive=30,
+            http=BoundedH11Protocol,
         )
         uvicorn.Server(config).run()
         return
@@ -39,6 +42,7 @@ def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=30,
+        http=BoundedH11Protocol,
     )
     sock = config.bind_socket()
     # Accepted sockets inherit TCP_NODELAY from the listening one. Uvicorn's shared socket for --workers
