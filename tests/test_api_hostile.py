@@ -241,3 +241,20 @@ def test_the_body_limit_holds_on_every_route_without_a_content_length(client: ht
         response = client.request(method, path, content=chunked(40 * 1024 * 1024))
         assert response.status_code == 413, (path, response.text[:200])
         assert "over the limit" in response.json()["detail"]
+
+
+def test_text_the_stores_cannot_hold_is_422_in_every_place(client: httpx.Client) -> None:
+    # On PostgreSQL a NUL in a query parameter or a webhook secret was a 500 (its text cannot hold NUL).
+    run = create_run(client)
+    cases = [
+        client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "a\x00b"}),
+        client.get(f"/api/v1/runs/{run['id']}/series", params={"key": "a\x00b"}),
+        client.get("/api/v1/runs", params={"project": "p\x00"}),
+        client.post(
+            "/api/v1/projects/tests/webhooks",
+            json={"url": "http://127.0.0.1:9/h", "events": ["stop"], "secret": "0123456789abcdef\x00"},
+        ),
+        client.get("/api/v1/projects/te%00sts/webhooks"),
+    ]
+    for response in cases:
+        assert response.status_code == 422, (response.request.url, response.text)

@@ -8,7 +8,7 @@ import socket
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from tracker.api.protocol import BoundedH11Protocol, raise_descriptor_limit
+from tracker.api.protocol import BoundedHttpToolsProtocol, raise_descriptor_limit
 from tracker.app import create_app
 from tracker.config import Settings
 from tracker.db.prepare import prepare_schema
@@ -26,7 +26,7 @@ def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -
             log_level=log_level,
             access_log=False,
             timeout_keep_alive=30,
-            http=BoundedH11Protocol,
+            http=BoundedHttpToolsProtocol,
         )
         uvicorn.Server(config).run()
         return
@@ -42,7 +42,7 @@ def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=30,
-        http=BoundedH11Protocol,
+        http=BoundedHttpToolsProtocol,
     )
     sock = config.bind_socket()
     # Accepted sockets inherit TCP_NODELAY from the listening one. Uvicorn's shared socket for --workers

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from tracker.config import Settings
 from tracker.db.engine import Database
+from tracker.schemas._common import Text
 from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.services.auth import Authenticator, Principal, check_project, check_run
 from tracker.services.delivery import Deliverer
@@ -67,6 +68,8 @@ PrincipalDep = Annotated[Principal | None, Depends(_principal)]
 # rather than sent to the database, which would fail on it (a 500).
 MAX_ID = 2**31 - 1
 IdPath = Annotated[int, Path(ge=0, le=MAX_ID)]
+ProjectPath = Annotated[Text, Path(min_length=1, max_length=200)]
+"""A project name in a path: text the stores can hold (no NUL, no lone surrogate), or a 422 naming it."""
 
 
 # The run checks take the request itself rather than the two dependencies above: every dependency costs
@@ -96,11 +99,11 @@ async def _ingest_services(request: Request) -> IngestServices:
     return services
 
 
-async def read_project(project: str, principal: PrincipalDep) -> None:
+async def read_project(project: ProjectPath, principal: PrincipalDep) -> None:
     check_project(principal, project, write=False)
 
 
-async def write_project(project: str, principal: PrincipalDep) -> None:
+async def write_project(project: ProjectPath, principal: PrincipalDep) -> None:
     check_project(principal, project, write=True)
 
 

@@ -18,6 +18,8 @@ from tracker.services.auth import AuthError, ForbiddenError
 
 def _shown(value: Any) -> Any:
     """An offending input as an error may show it: JSON-safe (NaN/inf spelled out), and short."""
+    if isinstance(value, (bytes, bytearray)):  # a body that is not even UTF-8
+        value = bytes(value[:400]).decode("utf-8", "backslashreplace")
     safe = json_safe(jsonable_encoder(value, custom_encoder={float: lambda f: f}))
     text = json.dumps(safe, allow_nan=False)  # ASCII: a lone surrogate is escaped, not an encoding error
     if len(text) > 200:

@@ -17,6 +17,7 @@ from tracker.api.deps import (
     MetricBatchDep,
     NotifierDep,
     PrincipalDep,
+    ProjectPath,
     SettingsDep,
     read_project,
     read_run,
@@ -24,6 +25,7 @@ from tracker.api.deps import (
     write_run,
 )
 from tracker.api.fast_ingest import store_batch
+from tracker.schemas._common import Text
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryColumns, HistoryPage, IngestResult, KeysPublic, SeriesPublic
@@ -65,8 +67,8 @@ def create_run(
 def list_runs(
     database: DatabaseDep,
     principal: PrincipalDep,
-    project: str | None = None,
-    experiment: str | None = None,
+    project: Annotated[Text | None, Query(max_length=200)] = None,
+    experiment: Annotated[Text | None, Query(max_length=200)] = None,
     status: RunStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
@@ -180,7 +182,7 @@ def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
 def get_history(
     run_id: int,
     database: DatabaseDep,
-    key: Annotated[str, Query(min_length=1)],
+    key: Annotated[Text, Query(min_length=1, max_length=250)],
     rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
     start_step: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
@@ -211,13 +213,13 @@ def get_health(
     status_code=status.HTTP_201_CREATED,
     tags=["webhooks"],
 )
-def create_webhook(project: str, request: WebhookCreate, database: DatabaseDep) -> WebhookPublic:
+def create_webhook(project: ProjectPath, request: WebhookCreate, database: DatabaseDep) -> WebhookPublic:
     """Subscribe ``url`` to the project's ``events``; each delivery is signed with ``secret``."""
     return webhooks.create(database, project, request)
 
 
 @router.get("/projects/{project}/webhooks", dependencies=[Depends(read_project)], tags=["webhooks"])
-def list_webhooks(project: str, database: DatabaseDep) -> WebhooksPublic:
+def list_webhooks(project: ProjectPath, database: DatabaseDep) -> WebhooksPublic:
     return webhooks.list_hooks(database, project)
 
 
@@ -227,7 +229,7 @@ def list_webhooks(project: str, database: DatabaseDep) -> WebhooksPublic:
     status_code=status.HTTP_204_NO_CONTENT,
     tags=["webhooks"],
 )
-def delete_webhook(project: str, webhook_id: IdPath, database: DatabaseDep) -> None:
+def delete_webhook(project: ProjectPath, webhook_id: IdPath, database: DatabaseDep) -> None:
     webhooks.delete(database, project, webhook_id)
 
 
@@ -237,7 +239,7 @@ def delete_webhook(project: str, webhook_id: IdPath, database: DatabaseDep) -> N
     tags=["webhooks"],
 )
 def list_deliveries(
-    project: str,
+    project: ProjectPath,
     webhook_id: IdPath,
     database: DatabaseDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -251,7 +253,7 @@ def list_deliveries(
 def get_series(
     run_id: int,
     database: DatabaseDep,
-    key: Annotated[str, Query(min_length=1)],
+    key: Annotated[Text, Query(min_length=1, max_length=250)],
     rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
     points: Annotated[int, Query(ge=4, le=100_000, description="most points to return")] = 2000,
 ) -> SeriesPublic:
