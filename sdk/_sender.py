@@ -93,6 +93,7 @@ class Sender:
         self.dropped_points = 0
         self.rejected_points = 0
         self.invalid_points = 0  # values that cannot become a float64, dropped alone
+        self._last_replay_spill = 0.0
         self.spooled_points = 0
         self._warned: set[str] = set()
         # The run's summary figures, merged; ``_summary_version`` counts changes, ``_summary_sent`` the
@@ -283,9 +284,15 @@ class Sender:
                 self.run_id = int(created["id"])
                 self._on_created(created)
                 self.created.set()
-            if self.spool is not None and self.spool.pending():
+            # Until the spool is empty: what is logged while it replays goes to the spool too, behind it
+            # (in order), every flush interval, instead of waiting in memory where a kill would lose it.
+            while self.spool is not None and self.spool.pending():
                 result = replay(
-                    self._transport, self.run_id, self.spool.pending(), lambda a: self._deliver(a, None)
+                    self._transport,
+                    self.run_id,
+                    self.spool.pending(),
+                    lambda a: self._deliver(a, None),
+                    between=self._spill_while_replaying,
                 )
                 self.rejected_points += result.rejected
                 if not result.complete:
@@ -302,6 +309,13 @@ class Sender:
             self._offline = False
             self._recovered()
             self._notify()
+
+    def _spill_while_replaying(self) -> None:
+        now = time.monotonic()
+        if now - self._last_replay_spill >= self._flush_interval:
+            self._last_replay_spill = now
+            if self._pending:
+                self._spill()
 
     def _deliver(self, answer: Answer, monitor_step: int | None) -> None:
         """Hand the tracker's answer to the run and wake a loop waiting for it."""

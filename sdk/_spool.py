@@ -116,10 +116,15 @@ def batch_size(batch: dict[str, Any]) -> int:
     return len(batch.get("points", ())) + sum(len(s["steps"]) for s in batch.get("series", ()))
 
 
-def replay(transport: Transport, run_id: int, files: list[Path], on_sent: Any = None) -> ReplayResult:
-    """Send spooled batch ``files`` in order; stop at the first retryable failure (they stay for later)."""
+def replay(
+    transport: Transport, run_id: int, files: list[Path], on_sent: Any = None, between: Any = None
+) -> ReplayResult:
+    """Send spooled batch ``files`` in order; stop at the first retryable failure (they stay for later).
+    ``between`` is called before each file (the sender spools what was logged meanwhile)."""
     result = ReplayResult()
     for path in files:
+        if between is not None:
+            between()
         try:
             batch = json.loads(path.read_text())
         except (OSError, ValueError) as exc:  # a torn or foreign file: keep it aside, never resend garbage
