@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
 from sdk._decision import CONTINUE, Answer, Decision
 from sdk._sender import Sender
-from sdk._spool import Spool, default_spool_dir
+from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
 from sdk._transport import RejectedError, RetryableError, Transport
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
@@ -447,12 +447,18 @@ class Run:
                 logger.warning("plateau: could not mark run %d %s: %s", run_id, status, exc)
         spool = self._sender.spool
         if spool is not None and spool.pending():
+            waiting = spooled_points(spool.pending())
             logger.warning(
-                "plateau: %d spooled batches of run %s wait at %s; `plateau sync` sends them",
-                len(spool.pending()),
-                run_id,
+                "plateau: %d points of run %s are in the spool at %s, not on the tracker yet: run "
+                "`plateau sync` to deliver them",
+                waiting,
+                run_id if run_id is not None else "(not created yet)",
                 spool.dir,
             )
+            if run_id is not None and not self._sender._offline:
+                # The run says it is incomplete until `plateau sync` delivers the rest (it clears this).
+                with suppress(RetryableError, RejectedError):
+                    self._transport.update_summary(run_id, {UNDELIVERED: waiting})
         if left:
             logger.warning(
                 "plateau: %d points of run %s were lost (queue or spool full, or spool disabled)",

@@ -111,6 +111,22 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
 
 
+UNDELIVERED = "undelivered_points"
+"""The summary key a run carries while points it logged wait in a spool (``finish()`` sets it,
+``plateau sync`` removes it)."""
+
+
+def spooled_points(files: list[Path]) -> int:
+    """Points in spooled batch ``files`` (unreadable ones count as none)."""
+    total = 0
+    for path in files:
+        try:
+            total += batch_size(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def batch_size(batch: dict[str, Any]) -> int:
     """Points in a spooled batch, in either form."""
     return len(batch.get("points", ())) + sum(len(s["steps"]) for s in batch.get("series", ()))
@@ -196,6 +212,7 @@ def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
             result = replay(transport, int(created["id"]), files)
             if result.complete:
                 replay_summary(transport, int(created["id"]), meta.parent)
+                transport.update_summary(int(created["id"]), {UNDELIVERED: None})  # nothing left behind
         except (RetryableError, RejectedError) as exc:
             report.errors.append(f"{meta.parent.name}: {exc}")
             report.left += len(files)

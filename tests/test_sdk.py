@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -265,3 +267,44 @@ def test_a_record_of_more_keys_than_a_batch_may_hold_is_split(tracker: TrackerPr
     keys = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/keys", timeout=30).json()["keys"]
     assert len(keys) == 12_001
     assert run._sender.rejected_points == 0
+
+
+def test_finish_says_what_is_left_in_the_spool_and_the_run_shows_it_until_sync(
+    tracker: TrackerProcess, caplog, plateau_home
+) -> None:
+    # A loop faster than the link: finish()'s deadline passes with points still queued. They go to the
+    # spool (not lost), and the user is told, in numbers, with the command that delivers them.
+    caplog.set_level(logging.WARNING, logger="plateau")
+    run = sdk.init(project="sdk", url=tracker.url, run_key=f"fast-{uuid.uuid4().hex[:6]}")
+    for step in range(200_000):
+        run.log({"loss": 1.0, "m": 2.0}, step=step)
+    assert run.finish(timeout=0.2) == 0  # nothing lost: what is not on the tracker is in the spool
+    match = re.search(
+        r"(\d+) points of run (\d+) are in the spool at (\S+), not on the tracker yet", caplog.text
+    )
+    assert match, caplog.text
+    waiting, run_id = int(match.group(1)), int(match.group(2))
+    assert waiting > 0
+    assert "run `plateau sync` to deliver them" in caplog.text
+    summary = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/summary").json()["summary"]
+    assert summary["undelivered_points"] == waiting
+    report = sdk.sync(url=tracker.url)
+    assert report.points == waiting
+    assert (
+        "undelivered_points" not in httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/summary").json()["summary"]
+    )
+    for key in ("loss", "m"):
+        page = httpx.get(
+            f"{tracker.url}/api/v1/runs/{run_id}/history",
+            params={"key": key, "limit": 100_000, "form": "columns"},
+            timeout=30,
+        ).json()
+        steps = page["steps"]
+        while page["next_step"] is not None:
+            page = httpx.get(
+                f"{tracker.url}/api/v1/runs/{run_id}/history",
+                params={"key": key, "limit": 100_000, "form": "columns", "start_step": page["next_step"]},
+                timeout=30,
+            ).json()
+            steps += page["steps"]
+        assert steps == list(range(200_000))
