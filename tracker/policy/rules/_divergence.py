@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
@@ -41,6 +40,7 @@ class Divergence(Rule[DivergenceParams]):
 
     name = "divergence"
     guard = True
+    in_place = True
     judges_late = True
 
     def initial_state(self) -> State:
@@ -49,32 +49,37 @@ class Divergence(Rule[DivergenceParams]):
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
             return state, None
+        # In place (evaluate handed this rule its own copy), and cheap on the common path: it runs on every
+        # point of the default policy, and most points are no worse than the best by much.
         p = self.params
-        previous = state["best"]
-        best, best_step = update_best(previous, state["best_step"], obs.value, obs.step, mode=self.mode)
+        value, previous = obs.value, state["best"]
+        worse = 0.0  # how much worse than the best (negative: better)
+        if previous is not None:
+            worse = value - previous if self.mode == "min" else previous - value
         first = state.get("first")  # absent from states stored before run_factor
-        if first is None and math.isfinite(obs.value):
-            first = obs.value
-        state = {**state, "best": best, "best_step": best_step, "first": first}
+        if math.isfinite(value):
+            if first is None:
+                first = state["first"] = value
+            if previous is None or worse < 0:
+                state["best"], state["best_step"] = value, obs.step
         if obs.step < p.warmup:
             return state, None
-        sign = 1.0 if self.mode == "min" else -1.0  # positive: worse
         reason = None
-        if p.bound is not None and sign * (obs.value - p.bound) > 0:
-            reason = f"{self.monitor} is {fmt(obs.value)} at step {obs.step}, past the bound {fmt(p.bound)}"
-        elif p.factor is not None and previous is not None:
-            limit = previous + sign * p.factor * abs(previous)
-            if sign * (obs.value - limit) > 0:
-                reason = (
-                    f"{self.monitor} is {fmt(obs.value)} at step {obs.step}, worse than its best "
-                    f"{fmt(previous)} (step {state['best_step']}) by more than {p.factor:g} x |best|"
-                )
-        if reason is None and p.run_factor is not None and previous is not None and first is not None:
-            # Differences, not the limit itself: best + factor * scale overflows for values near 1e308.
+        if p.bound is not None and (value > p.bound if self.mode == "min" else value < p.bound):
+            reason = f"{self.monitor} is {fmt(value)} at step {obs.step}, past the bound {fmt(p.bound)}"
+        elif previous is None or not worse > 0:  # a new best, a tie, or NaN/inf (non_finite's to judge)
+            return state, None
+        elif p.factor is not None and worse > p.factor * abs(previous):
+            reason = (
+                f"{self.monitor} is {fmt(value)} at step {obs.step}, worse than its best "
+                f"{fmt(previous)} (step {state['best_step']}) by more than {p.factor:g} x |best|"
+            )
+        elif p.run_factor is not None and first is not None:
+            # The difference over the factor, not best + factor * scale: that overflows near 1e308.
             scale = max(abs(previous), abs(first - previous))
-            if scale > 0 and sign * (obs.value - previous) / p.run_factor > scale:
+            if scale > 0 and worse / p.run_factor > scale:
                 reason = (
-                    f"{self.monitor} is {fmt(obs.value)} at step {obs.step}, worse than its best "
+                    f"{self.monitor} is {fmt(value)} at step {obs.step}, worse than its best "
                     f"{fmt(previous)} (step {state['best_step']}) by more than {p.run_factor:g} x the run's "
                     f"scale {fmt(scale)} (the larger of |best| and its progress from {fmt(first)})"
                 )
@@ -84,14 +89,15 @@ class Divergence(Rule[DivergenceParams]):
             obs,
             reason=reason,
             evidence={
-                "value": obs.value,
+                "value": value,
                 "bound": p.bound,
                 "factor": p.factor,
                 "run_factor": p.run_factor,
-                "best": best,
+                "best": state["best"],
                 "first": first,
             },
-            best_step=best_step,
-            best_value=best,
+            best_step=state["best_step"],
+            best_value=state["best"],
         )
-        return {**state, "stopped": True}, verdict
+        state["stopped"] = True
+        return state, verdict
