@@ -34,6 +34,8 @@ logger = logging.getLogger("plateau")
 # (step, wall_time, keys, values, rank or None). Keys and values apart, not a dict copy: a loop logs the
 # same keys every step, so one keys tuple is shared by every record that has them, and a record takes about
 # a third of the memory (it matters when many runs queue at once).
+_BACKLOG_BATCHES = 20
+
 MAX_KEYS_PER_BATCH = 10_000
 """The tracker's bound on distinct keys in one batch (README, "API"): larger records are split."""
 
@@ -392,7 +394,10 @@ class Sender:
         markers: list[_Marker] = []
         pending = self._pending
         points = 0
-        while pending and points < self._batch_points:
+        # With a backlog (a loop that logs faster than one batch a round trip), larger batches: the round
+        # trip, not the points, is what one sender thread pays for, and the tracker takes 100,000 a batch.
+        limit = self._batch_points * (_BACKLOG_BATCHES if len(pending) > 2 * self._wake_records else 1)
+        while pending and points < limit:
             item = pending.popleft()
             if isinstance(item, _Marker):
                 markers.append(item)

@@ -2,7 +2,8 @@
 
     python -m tests.benchmarks [--json] [--only SECTION ...] [--postgres-url URL] [--curves PATH]
 
-Sections (``--only`` takes their numbers): 1 ``log()`` cost; 2 ingest throughput; 3 keep-alive round trip;
+Sections (``--only`` takes their numbers): 1 ``log()`` cost; 2 ingest throughput (and the SDK's delivery
+rate, ``log()`` to stored, beside it); 3 keep-alive round trip;
 4 stop-signal latency; 5 policy engine; 6 history of a 1,000,000-point run; 7 storage and memory;
 8 replay of the OPDA curves. Every tracker here is a real ``plateau serve`` on a loopback port (SQLite in
 a temporary folder unless it says PostgreSQL); every figure is a median after a warm-up. The peers
@@ -169,6 +170,21 @@ def _ingest(
             "mlflow log_batch" if theirs else "",
             theirs,
             f"{ratio:.0f}x MLflow" if ratio else "",
+        )
+    )
+    _say("2. the SDK's delivery, log() to stored, one process")
+    delivered = client.sdk_delivery_rate(server.url)
+    figures.append(
+        Figure(
+            "2",
+            "SDK log() to stored, 1 process, SQLite",
+            delivered,
+            "points/s",
+            ">= 1/2 of ingest",
+            delivered >= ours / 2,
+            "tracker ingest (above)",
+            ours,
+            f"{delivered / ours:.0%} of ingest",
         )
     )
     with _postgres_database(postgres_url, skipped) as database_url:

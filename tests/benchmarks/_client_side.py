@@ -159,3 +159,24 @@ def _rss_of(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def sdk_delivery_rate(url: str, steps: int = 100_000, keys: int = 10, repeats: int = 3) -> float:
+    """Points per second from ``log()`` to stored on the tracker, one process: a loop that does no work
+    logs ``steps`` steps of ``keys`` keys, and the clock stops when ``flush()`` says the tracker has
+    acknowledged every point (the median of ``repeats`` runs after a warm-up)."""
+    names = [f"k{i}" for i in range(keys)]
+
+    def once() -> float:
+        run = sdk.init(project="bench", experiment="delivery", url=url, spool=False)
+        values = dict.fromkeys(names, 0.5)
+        started = time.perf_counter()
+        for step in range(steps):
+            run.log(values, step=step)
+        delivered = run.flush(600)
+        took = time.perf_counter() - started
+        run.finish()
+        assert delivered, "the tracker did not take every point within 600 s"
+        return steps * keys / took
+
+    return median_of(once, repeats)[0]
