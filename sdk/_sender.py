@@ -36,8 +36,9 @@ logger = logging.getLogger("plateau")
 # a third of the memory (it matters when many runs queue at once).
 _BACKLOG_BATCHES = 20
 
-MAX_KEYS_PER_BATCH = 10_000
-"""The tracker's bound on distinct keys in one batch (README, "API"): larger records are split."""
+MAX_SERIES_PER_BATCH = 10_000
+"""The tracker's bound on distinct (key, rank) series in one batch (README, "API"): larger records are
+split."""
 
 Record = tuple[int, float, tuple[Any, ...], tuple[Any, ...], int | None]
 
@@ -402,7 +403,7 @@ class Sender:
             if isinstance(item, _Marker):
                 markers.append(item)
                 break
-            room = MAX_KEYS_PER_BATCH - len(series)
+            room = MAX_SERIES_PER_BATCH - len(series)
             if len(item[2]) > room:  # the tracker refuses a batch of more distinct keys: split the record
                 step, wall_time, keys, values, rank = item
                 if room <= 0:
