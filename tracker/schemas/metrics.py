@@ -170,7 +170,7 @@ class SeriesPublic(Schema):
 
 # A number literal with a three-digit exponent: the only kind that can overflow float64 to inf (1e400) or
 # underflow it to 0.0 (1e-400). Searched for in the raw body (in C) before anything slower is done.
-_LONG_EXPONENT = re.compile(rb"[0-9][eE][-+]?[0-9]{3}")
+_LONG_EXPONENT = re.compile(rb"[eE][-+]?[0-9]{3}")
 
 
 class _Unrepresentable:
@@ -201,7 +201,9 @@ def parse_batch(body: bytes) -> MetricBatch:
     - a string that is not valid text (a lone surrogate): pydantic's parser refuses the whole body as
       invalid JSON, so it is read again with Python's json, which keeps the string for the schema to name.
     """
-    if body.count(b'"steps"') > MAX_SERIES_PER_BATCH:
+    # Each series takes 30 bytes at least ({"key":"","steps":[],"values":[]}): only a larger body can hold
+    # too many, and only such a body is counted.
+    if len(body) > 30 * MAX_SERIES_PER_BATCH and body.count(b'"steps"') > MAX_SERIES_PER_BATCH:
         count = len(_STEPS_MEMBER.findall(body))
         if count > MAX_SERIES_PER_BATCH:
             raise ValidationError.from_exception_data(
@@ -225,9 +227,22 @@ def parse_batch(body: bytes) -> MetricBatch:
         except (ValueError, RecursionError):  # invalid for Python too (deep nesting included)
             raise exc from None
         return MetricBatch.model_validate(loaded)  # names the field, or validates what Python's json read
-    if _LONG_EXPONENT.search(body) is not None:
+    # Only a batch holding inf or 0.0 can have had such a literal: look at the body only then (the search
+    # costs ~250 µs on a 1,000-point body, the values' test a few µs).
+    if _holds_inf_or_zero(batch) and _LONG_EXPONENT.search(body) is not None:
         _refuse_unrepresentable(body)
     return batch
+
+
+_INF, _NEG_INF = math.inf, -math.inf
+
+
+def _holds_inf_or_zero(batch: MetricBatch) -> bool:
+    for column in batch.series or ():
+        values = column.values
+        if 0.0 in values or _INF in values or _NEG_INF in values:
+            return True
+    return any(point.value == 0.0 or point.value in (_INF, _NEG_INF) for point in batch.points or ())
 
 
 def _refuse_unrepresentable(body: bytes) -> None:
