@@ -295,3 +295,34 @@ def test_a_batch_of_too_many_series_is_refused_at_once_and_health_stays_quick(cl
     print(f"health: {len(latencies)} probes during the batch, slowest {max(latencies) * 1000:.1f} ms")
     assert max(latencies) < 0.1
     assert client.get(f"/api/v1/runs/{run['id']}/keys").json()["keys"] == []
+
+
+def test_json_an_older_version_stored_past_the_bounds_still_reads(tmp_path: Path) -> None:
+    # Rows written before the write-time bound (a config 300 levels deep) must not fail every read.
+    from sqlalchemy import create_engine, text
+
+    tracker = TrackerProcess(tmp_path / "tracker")
+    try:
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            run = create_run(client)
+            deep: Any = 1
+            for _ in range(300):
+                deep = {"a": deep}
+            engine = create_engine(f"sqlite:///{tmp_path / 'tracker' / 'plateau.db'}")
+            with engine.begin() as connection:
+                connection.execute(
+                    text("UPDATE run SET config = :c, summary = :c WHERE id = :id"),
+                    {"c": json.dumps({"deep": deep, "lr": 0.1}), "id": run["id"]},
+                )
+            engine.dispose()
+            for path in ("/api/v1/runs", f"/api/v1/runs/{run['id']}", f"/api/v1/runs/{run['id']}/summary"):
+                response = client.get(path)
+                assert response.status_code == 200, (path, response.text[:200])
+            config = client.get(f"/api/v1/runs/{run['id']}").json()["config"]
+            assert config["lr"] == 0.1
+            shown = config["deep"]
+            for _ in range(31):
+                shown = shown["a"]
+            assert shown == "(nested deeper than 32 levels: not shown)"
+    finally:
+        tracker.stop()
