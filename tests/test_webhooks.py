@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests._server import TrackerProcess, free_port
+from tests.benchmarks._client_side import rss_of
 
 SECRET = "s3cret-s3cret-s3cret"
 FAST_RETRIES = {
@@ -258,7 +259,7 @@ def test_a_huge_answer_is_not_read_into_memory(tmp_path: Path) -> None:
     tracker = TrackerProcess(tmp_path / "tracker", env=FAST_RETRIES)
     huge = Trickler(free_port(), huge=256 * 1024 * 1024)
     try:
-        before = _rss_mib(tracker.process.pid)
+        before = rss_of(tracker.process.pid) / 2**20
         with httpx.Client(base_url=tracker.url, timeout=30) as client:
             project = f"huge-{uuid.uuid4().hex[:6]}"
             _, hook_id = _make_events(client, project, f"http://127.0.0.1:{huge.server.server_port}/")
@@ -266,17 +267,9 @@ def test_a_huge_answer_is_not_read_into_memory(tmp_path: Path) -> None:
             assert wait_until(
                 lambda: {d["status"] for d in client.get(path).json()["data"]} == {"delivered"}, timeout=20
             )
-        grown = _rss_mib(tracker.process.pid) - before
+        grown = rss_of(tracker.process.pid) / 2**20 - before
         print(f"webhooks: tracker grew {grown:.1f} MiB over four 256 MiB answers")
         assert grown < 40
     finally:
         huge.close()
         tracker.stop()
-
-
-def _rss_mib(pid: int) -> float:
-    """A process's resident memory (Linux's /proc), in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")

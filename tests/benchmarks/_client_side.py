@@ -149,12 +149,13 @@ def memory_with_live_runs(url: str, tracker_pid: int, runs: int = 100) -> tuple[
     )
     assert child.stdout is not None
     figures = json.loads(child.stdout.readline())
-    tracker_rss = _rss_of(tracker_pid)
+    tracker_rss = rss_of(tracker_pid)
     child.wait(timeout=300)
     return (figures["live"] - figures["before"]) / 2**20, tracker_rss / 2**20
 
 
-def _rss_of(pid: int) -> int:
+def rss_of(pid: int) -> int:
+    """A process's resident memory in bytes (Linux's /proc)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024

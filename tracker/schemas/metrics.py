@@ -272,20 +272,8 @@ def _refuse_unrepresentable(body: bytes) -> None:
     if found is None:
         return
     loc, literal = found
-    raise ValidationError.from_exception_data(
-        "MetricBatch",
-        [
-            {
-                "type": "value_error",
-                "loc": loc,
-                "input": literal,
-                "ctx": {
-                    "error": ValueError(
-                        f"{literal} is beyond float64's range (it would be stored as a different number)"
-                    )
-                },
-            }
-        ],
+    raise _invalid(
+        loc, literal, f"{literal} is beyond float64's range (it would be stored as a different number)"
     )
 
 
