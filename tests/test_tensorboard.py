@@ -94,8 +94,8 @@ def exported(tracker: TrackerProcess, tmp_path_factory: pytest.TempPathFactory) 
             {"key": "train/loss", "step": s, "value": 1.0 / (s + 1), "wall_time": t0 + 0.02 * s}
             for s in range(LONG)
         ]
-        _post(client, run["id"], "loss-1", loss[: LONG // 2])
-        _post(client, run["id"], "loss-2", loss[LONG // 2 :])
+        for part, start in enumerate(range(0, LONG, 10_000)):  # the points form's bound on a batch
+            _post(client, run["id"], f"loss-{part}", loss[start : start + 10_000])
         grads = [
             {"key": "dist/sync_wait_ms", "step": s, "rank": r, "value": 0.1 * s + r, "wall_time": t0 + s}
             for s in range(50)

@@ -23,10 +23,11 @@ from tensorboard.backend.event_processing.event_file_loader import LegacyEventFi
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
+from tracker.schemas.metrics import MAX_POINT_OBJECTS
 from tracker.tb import _tags
 from tracker.tb._api import TrackerApi
 
-BATCH_POINTS = 20_000
+BATCH_POINTS = MAX_POINT_OBJECTS  # the tracker's bound on one batch in the points form
 
 
 @dataclass
