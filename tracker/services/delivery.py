@@ -9,6 +9,7 @@ receiver can also reject replays of old deliveries.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import hashlib
@@ -106,9 +107,8 @@ class Deliverer:
             while True:
                 try:
                     room = policy.concurrency - len(in_flight)
-                    busy = {
-                        hook for hook in in_flight.values() if _count(in_flight, hook) >= policy.per_webhook
-                    }
+                    counts = collections.Counter(in_flight.values())
+                    busy = {hook for hook, count in counts.items() if count >= policy.per_webhook}
                     claimed = await to_thread.run_sync(self._claim, room, busy) if room > 0 else []
                     for item in claimed:
                         task = asyncio.get_running_loop().create_task(self._attempt(client, item))
@@ -139,10 +139,11 @@ class Deliverer:
         # Look before taking the write lock: the loop also wakes every poll interval, and on SQLite a
         # needless write transaction here would hold up the ingests queued behind it.
         with self.db.session() as session:
-            due = select(d.id).where(
-                d.status == "pending", d.next_attempt_at <= now, d.webhook_id.not_in(busy)
+            due = (
+                select(d.id)
+                .where(d.status == "pending", d.next_attempt_at <= now, d.webhook_id.not_in(busy))
+                .limit(1)
             )
-            due = due.limit(1)
             if session.execute(due).first() is None:
                 return []
         with self.db.session(write=True) as session:
@@ -242,10 +243,6 @@ class Deliverer:
             if retry_after is not None:
                 delay = max(delay, min(retry_after, self.policy.backoff_max_s))
             row.next_attempt_at = now + timedelta(seconds=delay)
-
-
-def _count(in_flight: dict[asyncio.Task[None], int], hook: int) -> int:
-    return sum(1 for other in in_flight.values() if other == hook)
 
 
 async def _read_at_most(response: httpx.Response, limit: int) -> bytes:

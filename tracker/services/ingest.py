@@ -174,11 +174,8 @@ def _judge(
     if run.judged_step < 0 and monitor_id is None:
         verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
     if not health and not ready and not verdicts and not late:
-        return (
-            0,
-            [],
-            0,
-        )  # nothing for the rules in this batch (training metrics only): leave their state unread
+        # Nothing for the rules in this batch (training metrics only): leave their state unread.
+        return 0, [], 0
     state_rows = list(
         session.execute(
             select(models.RuleState)
@@ -248,7 +245,10 @@ def _late_observations(
     ranks = [0] if policy.reduce == "rank0" else [rank for key_id, rank in fresh if key_id == monitor_id]
     late = []
     for rank in ranks:
-        for step, (value, wall_time) in fresh.get((monitor_id, rank), {}).items():
+        points = fresh.get((monitor_id, rank), {})
+        if not points or min(points) > run.judged_step:  # in order, the common case: one C-level pass
+            continue
+        for step, (value, wall_time) in points.items():
             if step <= run.judged_step and (policy.reduce == "rank0" or not math.isfinite(value)):
                 late.append(Observation(step, value, wall_time))
     return late
