@@ -56,12 +56,24 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             "(use PostgreSQL with PLATEAU_DATABASE_URL to scale out)",
             file=sys.stderr,
         )
-    print(
-        f"plateau tracker on http://{settings.host}:{settings.port} "
-        f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
-        flush=True,
-    )
-    serve(settings, workers=args.workers, log_level=args.log_level)
+    from tracker.serve import PortUnavailableError
+
+    def announce(url: str) -> None:
+        print(
+            f"plateau tracker on {url} "
+            f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
+            flush=True,
+        )
+
+    try:
+        serve(settings, workers=args.workers, log_level=args.log_level, on_listening=announce)
+    except PortUnavailableError as exc:
+        print(
+            f"plateau serve: {exc.strerror}; is a tracker already running there? "
+            "Choose another with --port (or PLATEAU_PORT)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -133,10 +145,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     import importlib.util
-    import os
-    import subprocess
 
     from tracker.demo._server import tracker_for_demo
+    from tracker.processes import start_child, stop_child
 
     if importlib.util.find_spec("streamlit") is None:
         print(
@@ -147,11 +158,6 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     settings = _settings(args)
     app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
     with tracker_for_demo(settings, args.url) as url:
-        print(
-            f"plateau dashboard on http://{args.dashboard_host}:{args.dashboard_port} (tracker {url})",
-            flush=True,
-        )
-        env = {**os.environ, "PLATEAU_URL": url}
         command = [
             sys.executable,
             "-m",
@@ -167,10 +173,17 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             "--browser.gatherUsageStats",
             "false",
         ]
+        streamlit = start_child(command, env={**os.environ, "PLATEAU_URL": url})
+        print(
+            f"plateau dashboard on http://{args.dashboard_host}:{args.dashboard_port} (tracker {url})",
+            flush=True,
+        )
         try:
-            return subprocess.call(command, env=env)
+            return streamlit.wait()
         except KeyboardInterrupt:
             return 0
+        finally:
+            stop_child(streamlit)
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
@@ -227,6 +240,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
             f"run {run.run_id}: {run.points} points in {run.series} series, {run.decisions} decisions "
             f"-> {run.directory}"
         )
+    if not report.runs:
+        where = f" of project {args.project!r}" if args.project else ""
+        print(f"plateau export: experiment {args.experiment!r}{where} has no runs", file=sys.stderr)
+        return 1
     print(
         f"plateau export: {len(report.runs)} runs, {report.points} points; tensorboard --logdir {args.logdir}"
     )
@@ -255,7 +272,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tracker import __version__
+
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
+    parser.add_argument("--version", action="version", version=f"plateau {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the tracker server")
@@ -263,52 +283,103 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (PLATEAU_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (PLATEAU_PORT, default 8765)")
     serve.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug", "trace"],
+        help="uvicorn's log level (default warning: errors and warnings only)",
+    )
     serve.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback address with no API token configured"
     )
     serve.set_defaults(handler=_cmd_serve)
 
-    db = commands.add_parser("db", help="database schema migrations")
+    db = commands.add_parser(
+        "db",
+        help="database schema migrations",
+        description="Alembic migrations of the tracker's database "
+        "(the tracker applies them itself on start).",
+    )
     db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_help = {
+        "upgrade": "migrate to a revision (default head, the newest)",
+        "downgrade": "migrate back to a revision",
+        "current": "print the database's revision and the newest one",
+    }
     for name, default in (("upgrade", "head"), ("downgrade", None), ("current", None)):
-        sub = db_commands.add_parser(name)
+        sub = db_commands.add_parser(name, help=db_help[name], description=db_help[name])
         _add_store_options(sub)
         if name != "current":
-            sub.add_argument("revision", nargs=None if default is None else "?", default=default)
+            sub.add_argument(
+                "revision",
+                nargs=None if default is None else "?",
+                default=default,
+                help="an Alembic revision id, or head / base / -1",
+            )
     db.set_defaults(handler=_cmd_db)
 
-    token = commands.add_parser("token", help="per-project API tokens")
+    token = commands.add_parser(
+        "token",
+        help="per-project API tokens",
+        description="API tokens, each for one project with scope read or write. A tracker that has any "
+        "token requires one on every request (Authorization: Bearer ...); the SDK and commands take "
+        "$PLATEAU_TOKEN.",
+    )
     token_commands = token.add_subparsers(dest="token_command", required=True)
-    create = token_commands.add_parser("create", help="create a token (printed once)")
-    create.add_argument("--project", required=True)
-    create.add_argument("--scope", choices=["read", "write"], required=True)
-    create.add_argument("--name")
-    listing = token_commands.add_parser("list")
-    listing.add_argument("--project")
-    revoke = token_commands.add_parser("revoke")
-    revoke.add_argument("id", type=int)
+    create = token_commands.add_parser(
+        "create", help="create a token (printed once)", description="Create a token; it is printed once."
+    )
+    create.add_argument("--project", required=True, help="the project the token opens")
+    create.add_argument(
+        "--scope", choices=["read", "write"], required=True, help="read: see runs; write: also log and create"
+    )
+    create.add_argument("--name", help="a label to tell tokens apart in `plateau token list`")
+    listing = token_commands.add_parser(
+        "list", help="list tokens (never their secret)", description="List tokens, never their secret."
+    )
+    listing.add_argument("--project", help="only this project's tokens")
+    revoke = token_commands.add_parser(
+        "revoke", help="revoke a token", description="Revoke a token: it is refused from now on."
+    )
+    revoke.add_argument("id", type=int, help="the token's id, as `plateau token list` shows it")
     for sub in (create, listing, revoke):
         _add_store_options(sub)
     token.set_defaults(handler=_cmd_token)
 
-    demo = commands.add_parser("demo", help="train small models on digits, stopped by Plateau")
+    demo = commands.add_parser(
+        "demo",
+        help="train small models on digits, stopped by Plateau",
+        description="Train four small PyTorch models on scikit-learn's digits under Plateau's default "
+        "decisions (checkpoint at each new best, stop), then print what was decided. Starts a tracker on "
+        "the configured store unless one runs there.",
+    )
     _add_store_options(demo)
     demo.add_argument("--url", help="use this running tracker instead of starting one")
     demo.add_argument("--port", type=int, help="port for the tracker the demo starts")
     demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="seed of the data split and the models")
     demo.set_defaults(handler=_cmd_demo)
 
     dashboard = commands.add_parser(
-        "dashboard", help="the Streamlit dashboard (starts a tracker if none runs)"
+        "dashboard",
+        help="the Streamlit dashboard (starts a tracker if none runs)",
+        description="The Streamlit dashboard: runs with their decisions, curves, comparison, distributed "
+        "health, complexity. Starts a tracker on the configured store unless one runs there; Ctrl-C, "
+        "SIGTERM or SIGHUP stop both.",
     )
     _add_store_options(dashboard)
     dashboard.add_argument(
         "--url", help="a running tracker to show (default: the configured one, started if away)"
     )
-    dashboard.add_argument("--dashboard-host", default="127.0.0.1")
-    dashboard.add_argument("--dashboard-port", type=int, default=8501)
+    dashboard.add_argument(
+        "--port", type=int, help="port of the tracker (PLATEAU_PORT, default 8765); started there if away"
+    )
+    dashboard.add_argument(
+        "--dashboard-host", default="127.0.0.1", help="address the dashboard listens on (default 127.0.0.1)"
+    )
+    dashboard.add_argument(
+        "--dashboard-port", type=int, default=8501, help="port the dashboard listens on (default 8501)"
+    )
     dashboard.set_defaults(handler=_cmd_dashboard)
 
     replay = commands.add_parser("replay", help="apply a stopping policy to recorded curves")
@@ -324,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--mode",
         choices=["min", "max"],
-        help='the direction the metric improves in (default: the curve file\'s own "mode", else max)',
+        help="the direction the metric improves in: min for a loss, max for an accuracy (default: the curve "
+        'file\'s own "mode", else max)',
     )
     replay.add_argument("--sweep", action="store_true", help="replay each source as a sweep in arrival order")
     replay.add_argument("--source", action="append", help="only these sources")
@@ -333,7 +405,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also score runs whose curve stops before its budget (diverged)",
     )
-    replay.add_argument("--json", action="store_true")
+    replay.add_argument(
+        "--json", action="store_true", help="print the per-source figures and every stop as JSON"
+    )
     replay.set_defaults(handler=_cmd_replay)
 
     export = commands.add_parser("export", help="export stored runs to another tool's format")
@@ -353,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tb_import.add_argument("logdir", help="a TensorBoard log folder")
     tb_import.add_argument("--experiment", required=True, help="experiment to import the runs into")
-    tb_import.add_argument("--project", default="default")
+    tb_import.add_argument("--project", default="default", help="project of --experiment (default: default)")
     for sub in (tb_export, tb_import):
         _add_store_options(sub)
         sub.add_argument(
@@ -370,11 +444,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    """What went wrong with the tracker, in one line a user can act on."""
+    import httpx
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        response = exc.response
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text[:200]
+        method = exc.request.method
+        return f"the tracker answered {response.status_code} to {method} {exc.request.url}: {detail}"
+    if isinstance(exc, httpx.RequestError):
+        where = exc.request.url.copy_with(path="/", query=None) if exc.request is not None else "?"
+        return f"cannot reach the tracker at {where} ({type(exc).__name__}: {exc or 'no answer'})"
+    return str(exc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``plateau`` command; returns its exit code. Errors of the network, of the tracker and of
+    the user's input are one line on stderr and exit code 1, never a traceback."""
+    import httpx
+
+    from tracker.demo._server import TrackerUnavailableError
+    from tracker.processes import exit_on_signals
+
     args = build_parser().parse_args(argv)
-    handler = args.handler
-    result: int = handler(args)
-    return result
+    try:
+        with exit_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: the children a command started stop
+            result: int = args.handler(args)
+            return result
+    except KeyboardInterrupt:
+        return 130
+    except (httpx.HTTPError, TrackerUnavailableError) as exc:
+        print(f"plateau {args.command}: {_one_line(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

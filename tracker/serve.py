@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+from collections.abc import Callable
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
@@ -14,21 +16,52 @@ from tracker.config import Settings
 from tracker.db.prepare import prepare_schema
 
 
-def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -> None:
-    """Serve until interrupted. The schema is prepared once here, before any worker starts."""
+class PortUnavailableError(OSError):
+    """The tracker's address could not be bound (the port is taken, or not this machine's)."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is announced, so a busy port is one clear error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted sockets inherit TCP_NODELAY from the listening one; keep-alive requests otherwise stall
+        # ~40 ms on Nagle + delayed ACK (uvicorn #3149, where its shared socket for --workers lacks it).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+        raise PortUnavailableError(exc.errno, f"{host}:{port} {reason}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    settings: Settings,
+    *,
+    workers: int = 1,
+    log_level: str = "warning",
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until interrupted. The schema is prepared once here, before any worker starts; the address
+    is bound next (:class:`PortUnavailableError` when it cannot be), then ``on_listening`` gets the URL."""
     prepare_schema(settings.resolved_database_url())
     raise_descriptor_limit()  # workers inherit it
+    sock = bind(settings.host, settings.port)
+    url = f"http://{settings.host}:{sock.getsockname()[1]}"
     if workers <= 1:
         config = uvicorn.Config(
             create_app(settings),
-            host=settings.host,
-            port=settings.port,
             log_level=log_level,
             access_log=False,
             timeout_keep_alive=30,
             http=BoundedHttpToolsProtocol,
         )
-        uvicorn.Server(config).run()
+        if on_listening is not None:
+            on_listening(url)
+        uvicorn.Server(config).run(sockets=[sock])
         return
     # Workers build their own app from the environment, so hand the settings over through it.
     os.environ["PLATEAU_HOME"] = str(settings.home)
@@ -36,16 +69,12 @@ def serve(settings: Settings, *, workers: int = 1, log_level: str = "warning") -
     config = uvicorn.Config(
         "tracker.app:create_app",
         factory=True,
-        host=settings.host,
-        port=settings.port,
         workers=workers,
         log_level=log_level,
         access_log=False,
         timeout_keep_alive=30,
         http=BoundedHttpToolsProtocol,
     )
-    sock = config.bind_socket()
-    # Accepted sockets inherit TCP_NODELAY from the listening one. Uvicorn's shared socket for --workers
-    # does not set it, and keep-alive requests then stall ~40 ms on Nagle + delayed ACK (uvicorn #3149).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if on_listening is not None:
+        on_listening(url)
     Multiprocess(config, sockets=[sock]).run()

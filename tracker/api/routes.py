@@ -48,7 +48,13 @@ _POLL_INTERVAL_S = 0.25
 @router.get("/health", tags=["health"])
 async def get_server_health(database: DatabaseDep) -> dict[str, str]:
     # On the event loop, not in the worker threads: it must answer while they ingest a large batch.
-    return {"status": "ok", "version": __version__, "database": database.engine.dialect.name}
+    # "store" tells a command whether this tracker is the one its settings name (tracker/demo/_server.py).
+    return {
+        "status": "ok",
+        "version": __version__,
+        "database": database.engine.dialect.name,
+        "store": database.identity,
+    }
 
 
 @router.post("/runs", status_code=status.HTTP_201_CREATED, tags=["runs"])

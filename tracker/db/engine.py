@@ -7,6 +7,8 @@ per-run writes are serialised by a row lock on the run (see ``services``).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -21,6 +23,23 @@ from sqlalchemy.orm import Session
 from tracker.errors import ConflictError
 
 _WRITE_OPTION = "plateau_write"
+
+
+def store_identity(url: str) -> str:
+    """A short fingerprint of the store ``url`` names, the same for every spelling of one store: the
+    SQLite file's real path, or the server URL without its password. ``/api/v1/health`` carries it, so a
+    command can tell that the tracker answering on a port is the one its own settings name (and not
+    another one, on another database, that happened to hold the port). The URL itself is not shown: it
+    may name users and hosts the health check need not reveal."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ":memory:"
+        if database != ":memory:":
+            database = os.path.realpath(Path(database).expanduser())
+        canonical = f"sqlite:{database}"
+    else:
+        canonical = parsed.set(password=None, drivername=parsed.get_backend_name()).render_as_string()
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def make_engine(url: str) -> Engine:
@@ -58,6 +77,7 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.identity = store_identity(url)
         self.engine = make_engine(url)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # SQLite takes one writer at a time. Within this process writers queue on this lock and start the

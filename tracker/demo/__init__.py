@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,26 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
     out = [line, "  ".join("-" * w for w in widths)]
     out += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(out)
+
+
+def plateau_command(subcommand: str) -> str:
+    """How the user, from where they stand, runs ``plateau <subcommand>``: bare ``plateau`` when it is on
+    PATH as the program running now, else this program's path (``.venv/bin/plateau`` after the README's
+    install, which does not activate the venv), else ``python -m tracker``."""
+    program = Path(sys.argv[0])
+    if program.name == "plateau" and program.exists():
+        on_path = shutil.which("plateau")
+        if on_path is not None and Path(on_path).resolve() == program.resolve():
+            return f"plateau {subcommand}"
+        return f"{_relative(program)} {subcommand}"
+    return f"{_relative(Path(sys.executable))} -m tracker {subcommand}"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.absolute())
 
 
 def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, patience: int = 5) -> int:
@@ -75,7 +96,7 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
     print(f"\nepochs saved by early stopping: {saved} of {total} ({100 * saved / total:.0f}%)")
     stopped = next((o for o in outcomes if o.epochs_run < o.budget), outcomes[0])
     print(
-        "\nSee these runs with their decisions: run `plateau dashboard` and open "
+        f"\nSee these runs with their decisions: run `{plateau_command('dashboard')}` and open "
         f"http://127.0.0.1:8501/run?run={stopped.run_id} (the Runs page lists them all)."
     )
     return 0

@@ -5,24 +5,38 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tracker.config import Settings
+from tracker.db.engine import store_identity
+from tracker.processes import exit_on_signals, start_child, stop_child, tracker_command
+
+
+class TrackerUnavailableError(RuntimeError):
+    """No usable tracker: the one named does not answer, or one could not be started (one line to show)."""
+
+
+def health_of(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
+    """The answer of a Plateau tracker's health check at ``url``, None when no tracker answers there."""
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/api/v1/health", timeout=timeout)
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "ok":
+        return None
+    return body
 
 
 def is_up(url: str, timeout: float = 0.5) -> bool:
     """True when a Plateau tracker answers its health check at ``url``."""
-    try:
-        response = httpx.get(f"{url.rstrip('/')}/api/v1/health", timeout=timeout)
-    except httpx.HTTPError:
-        return False
-    return response.status_code == 200 and response.json().get("status") == "ok"
+    return health_of(url, timeout) is not None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -43,38 +57,44 @@ def _port_is_free(host: str, port: int) -> bool:
 
 @contextlib.contextmanager
 def tracker_for_demo(settings: Settings, url: str | None) -> Iterator[str]:
-    """Yield the URL of a tracker: ``url`` if given, the one already on the configured port, or a new
-    ``plateau serve`` process on the embedded SQLite default (stopped on exit)."""
+    """Yield the URL of a tracker: ``url`` if given; else the one on the configured port when it keeps
+    the configured store; else a new ``plateau serve`` child on that store (the configured port, or a
+    free one when the port is taken), stopped on exit, SIGTERM and SIGHUP included."""
     if url:
         if not is_up(url, timeout=5.0):
-            raise RuntimeError(f"no Plateau tracker answers at {url}")
+            raise TrackerUnavailableError(f"no Plateau tracker answers at {url}")
         yield url
         return
+    store = settings.resolved_database_url()
     default_url = f"http://{settings.host}:{settings.port}"
-    if is_up(default_url):
+    health = health_of(default_url)
+    if health is not None and health.get("store") == store_identity(store):
         yield default_url
         return
+    if health is not None:
+        # Another tracker, on another database, holds the port: logging into it would put this command's
+        # runs where its settings do not say (and where the user will not look for them).
+        print(
+            f"plateau: the tracker on {default_url} keeps another database, not {store}; "
+            "starting one for it on a free port",
+            file=sys.stderr,
+            flush=True,
+        )
     port = settings.port if _port_is_free(settings.host, settings.port) else free_port(settings.host)
     home = Path(settings.home).expanduser()
     home.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "tracker", "serve", "--host", settings.host, "--port", str(port)]
-    command += ["--home", str(home)]
-    if settings.database_url:
-        command += ["--database-url", settings.database_url]
+    command = tracker_command(settings.host, port, home, settings.database_url)
     log_path = home / "demo-tracker.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
-    started_url = f"http://{settings.host}:{port}"
-    try:
-        deadline = time.monotonic() + 30.0
-        while not is_up(started_url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the tracker did not start; see {log_path}")
-            time.sleep(0.1)
-        yield started_url
-    finally:
-        process.terminate()
+    with exit_on_signals():
+        with log_path.open("ab") as log:
+            process = start_child(command, env=dict(os.environ), log=log)
+        started_url = f"http://{settings.host}:{port}"
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+            deadline = time.monotonic() + 30.0
+            while not is_up(started_url):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise TrackerUnavailableError(f"the tracker did not start; see {log_path}")
+                time.sleep(0.1)
+            yield started_url
+        finally:
+            stop_child(process)

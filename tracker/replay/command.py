@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from tracker.policy import PolicySpec
 from tracker.policy._types import Mode
-from tracker.policy.presets import preset
+from tracker.policy.presets import PRESETS, preset
 from tracker.replay._curves import Curve, load_jsonl, load_tracker
 from tracker.replay._report import summarise, table
 from tracker.replay._simulate import replay_curve, replay_sweep
@@ -25,6 +25,9 @@ def load_policy(spec: str, *, monitor: str, mode: Mode) -> PolicySpec:
     """A policy from a JSON/YAML file (a whole policy, or just a list of rules) or a preset name."""
     path = Path(spec)
     if not path.exists():
+        if path.suffix.lower() in {".json", ".yaml", ".yml"} or len(path.parts) > 1:
+            # Clearly meant as a file: "unknown preset 'my-policy.yaml'" would send the user the wrong way.
+            raise ValueError(f"no such policy file {spec!r}; or name a preset: {', '.join(PRESETS)}")
         return preset(spec, monitor=monitor, mode=mode)
     data = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
     if isinstance(data, list):
