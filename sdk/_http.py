@@ -57,10 +57,14 @@ class HttpClient:
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise ValueError(f"not an http(s) URL: {url!r} (a tracker URL looks like http://127.0.0.1:8765)")
+        try:
+            port = parts.port  # urllib raises on a port out of range or not a number
+        except ValueError as exc:
+            raise ValueError(f"bad port in the tracker URL {url!r}: {exc}") from None
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port or (443 if self._https else 80)
+        self._port = port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/")
         self._timeout = timeout
         self._connect_timeout = connect_timeout

@@ -17,7 +17,8 @@ from typing import Any
 
 from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
 from sdk._decision import CONTINUE, Answer, Decision
-from sdk._sender import Sender
+from sdk._policy_check import check_policy
+from sdk._sender import Sender, recently_unreachable
 from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
 from sdk._transport import RejectedError, RetryableError, Transport
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
@@ -128,18 +129,26 @@ class Run:
         self._agreement = agreement()
         _install_process_hooks()
         _live_runs.add(self)
-        self._sender.start()
-        if not self._sender.created.wait(wait):
+        sender = self._sender
+        if recently_unreachable(self._transport.url):
+            wait = 0.0  # this process just found it away: the sender keeps probing in the background
+        sender.init_waiting = True
+        sender.start()
+        # The first attempt settles it: created, refused, or away (a refused connection takes
+        # milliseconds; a silent host at most the connect timeout, within ``wait``).
+        answered = sender.attempted.wait(wait)
+        sender.init_waiting = False
+        if sender.create_error is not None:
+            error = sender.create_error
+            self._close_quietly()
+            raise ValueError(f"the tracker refused this run: {error}")
+        if not answered and wait > 0:  # a failed attempt says so itself
             logger.warning(
                 "plateau: no answer from the tracker at %s within %.1fs; training goes on and the run "
                 "is created when it answers",
                 self._transport.url,
                 wait,
             )
-        if self._sender.create_error is not None:
-            error = self._sender.create_error
-            self._close_quietly()
-            raise ValueError(f"the tracker refused this run: {error}")
 
     @property
     def spooled_points(self) -> int:
@@ -440,19 +449,24 @@ class Run:
         self._warn_if_monitor_never_logged()
         status = status or ("stopped" if self._stop is not None else "finished")
         run_id = self.id
+        spool = self._sender.spool
+        finished = False
         if run_id is not None and not self._sender._offline:
             try:
                 self._transport.finish_run(run_id, status, timeout=max(0.5, deadline - time.monotonic()))
+                finished = True
             except (RetryableError, RejectedError) as exc:
                 logger.warning("plateau: could not mark run %d %s: %s", run_id, status, exc)
-        spool = self._sender.spool
+        if not finished and spool is not None and self._sender.create_error is None:
+            # `plateau sync` replays it after the points, so the run does not stay `running` forever.
+            spool.write_finish(status, time.time())
         if spool is not None and spool.pending():
             waiting = spooled_points(spool.pending())
             logger.warning(
                 "plateau: %d points of run %s are in the spool at %s, not on the tracker yet: run "
                 "`plateau sync` to deliver them",
                 waiting,
-                run_id if run_id is not None else "(not created yet)",
+                run_id if run_id is not None else f"{self._sender.run_key!r} (not created yet)",
                 spool.dir,
             )
             if run_id is not None and not self._sender._offline:
@@ -463,7 +477,7 @@ class Run:
             logger.warning(
                 "plateau: %d points of run %s were lost (queue or spool full, or spool disabled)",
                 left,
-                run_id,
+                run_id if run_id is not None else repr(self._sender.run_key),
             )
         _live_runs.discard(self)
         self._transport.close()
@@ -544,10 +558,23 @@ def init(
     ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
     (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
     is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
-    policy the tracker refuses raises ``ValueError`` here, before training starts.
+    policy the tracker refuses raises ``ValueError`` here, before training starts: its shape (rule names,
+    parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
+    typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
+    ``ValueError`` too.
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
     on the monitored step logged last (see :meth:`Run.should_stop`).
     """
+    policy: dict[str, Any] | None = None
+    if monitor is not None:
+        policy = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
+        if rules is not None:
+            policy["rules"] = list(rules)
+        check_policy(policy)  # before any collective or connection: a typo fails fast, the same everywhere
+        if rules is not None:
+            policy["rules"] = [dict(rule) for rule in rules]
+    resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
+    transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
     detected_rank, detected_world = detect_rank_world()
     rank = detected_rank if rank is None else rank
     world_size = detected_world if world_size is None else world_size
@@ -563,13 +590,8 @@ def init(
         body["name"] = name
     if planned_steps is not None:
         body["planned_steps"] = planned_steps
-    if monitor is not None:
-        policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
-        if rules is not None:
-            policy["rules"] = [dict(rule) for rule in rules]
+    if policy is not None:
         body["policy"] = policy
-    resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
-    transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
     disk = (
         Spool(
             Path(spool_dir) if spool_dir is not None else default_spool_dir(),

@@ -42,6 +42,20 @@ split."""
 
 Record = tuple[int, float, tuple[Any, ...], tuple[Any, ...], int | None]
 
+UNREACHABLE_MEMORY_S = 60.0
+"""How long a process remembers a tracker it could not reach: ``init`` of another run to it within this
+time does not wait for it (a sweep of short runs would pay ``wait`` each time)."""
+
+# Documented module state: tracker URL -> monotonic time this process last failed to reach it (removed
+# when it answers).
+_UNREACHABLE: dict[str, float] = {}
+
+
+def recently_unreachable(url: str) -> bool:
+    """Whether this process failed to reach the tracker at ``url`` in the last ``UNREACHABLE_MEMORY_S``."""
+    failed = _UNREACHABLE.get(url.rstrip("/"))
+    return failed is not None and time.monotonic() - failed < UNREACHABLE_MEMORY_S
+
 
 @dataclass
 class _Marker:
@@ -79,6 +93,7 @@ class Sender:
     ) -> None:
         self._transport = transport
         self._create_body = create_body
+        self.run_key = str(create_body.get("run_key"))
         self._monitor = monitor
         self._rank = rank
         self._on_created = on_created
@@ -92,6 +107,11 @@ class Sender:
         self._max_backoff = max_backoff
         self.run_id: int | None = None
         self.created = threading.Event()
+        # Attempts to reach the tracker (create the run, replay the spool): ``init`` waits for the first,
+        # ``close`` for one more, and neither waits longer than an attempt takes.
+        self.attempts = 0
+        self.attempted = threading.Event()
+        self.init_waiting = False
         self.create_error: str | None = None
         self.dropped_points = 0
         self.rejected_points = 0
@@ -222,14 +242,27 @@ class Sender:
         what is left. Returns points lost (neither sent nor spooled)."""
         deadline = time.monotonic() + timeout
         self.flush(timeout)
+        # Offline at the end: attempts now rather than after the backoff. A tracker this run has reached
+        # went away mid-run (a restart, most often): it is tried until the deadline. One never reached is
+        # tried once: a tracker that is not there costs one failed connection, not the whole timeout.
         while (
             self.spool is not None
             and self.create_error is None
             and (self._offline or self.run_id is None)
             and time.monotonic() < deadline
+            and self._thread.is_alive()
         ):
-            self._next_probe = 0.0  # at the end, probe now rather than after the backoff
-            self._wake.set()
+            with self.progress:
+                attempts = self.attempts
+                self._next_probe = 0.0
+                self._wake.set()
+                while self.attempts == attempts:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self.progress.wait(min(remaining, 0.5))
+            if self.run_id is None:
+                break
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         self._abandon.set()
         self._wake.set()
@@ -267,7 +300,8 @@ class Sender:
                 self._abandon.wait(1.0)
 
     def _cycle(self) -> None:
-        if (self.run_id is None or self._offline) and time.monotonic() >= self._next_probe:
+        refused = self.create_error is not None  # refused is final: asking again only repeats the error
+        if not refused and (self.run_id is None or self._offline) and time.monotonic() >= self._next_probe:
             self._reconnect()
         if self.create_error is not None:
             self._discard_pending()
@@ -287,6 +321,8 @@ class Sender:
                 self.run_id = int(created["id"])
                 self._on_created(created)
                 self.created.set()
+                if self.spool is not None:  # an earlier process's finish of this run key: it goes on now
+                    self.spool.forget_finish()
             # Until the spool is empty: what is logged while it replays goes to the spool too, behind it
             # (in order), every flush interval, instead of waiting in memory where a kill would lose it.
             while self.spool is not None and self.spool.pending():
@@ -306,11 +342,16 @@ class Sender:
             self._go_offline(exc)
         except RejectedError as exc:
             self.create_error = str(exc)
-            logger.error("plateau: the tracker refused to create the run: %s", exc)
+            if not self.init_waiting:  # else init() raises it: said once
+                logger.error("plateau: the tracker refused to create the run: %s", exc)
             self.created.set()
         else:
             self._offline = False
             self._recovered()
+            _UNREACHABLE.pop(self._transport.url, None)
+        finally:
+            self.attempts += 1
+            self.attempted.set()
             self._notify()
 
     def _spill_while_replaying(self) -> None:
@@ -472,6 +513,7 @@ class Sender:
 
     def _go_offline(self, exc: RetryableError) -> None:
         self._offline = True
+        _UNREACHABLE[self._transport.url] = time.monotonic()
         self._failures += 1
         where = f"; points go to the spool at {self.spool.dir}" if self.spool is not None else ""
         self._warn_once(

@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ logger = logging.getLogger("plateau")
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 SUMMARY_FILE = "summary.json"
+FINISH_FILE = "finish.json"
 
 
 def default_spool_dir() -> Path:
@@ -52,6 +54,7 @@ class Spool:
         self.url = url
         self.create_body = create_body
         self.max_bytes = max_bytes
+        self.started_at = time.time()  # a run synced later starts when its trainer started it
         self._bytes: int | None = None
 
     def _used(self) -> int:
@@ -79,12 +82,24 @@ class Spool:
         self._prepare_dir()
         _atomic_write(self.dir / SUMMARY_FILE, json.dumps(summary, default=str))
 
+    def write_finish(self, status: str, ended_at: float) -> None:
+        """Keep the run's ``finish()`` made while the tracker was away: ``plateau sync`` replays it after
+        the batches, so the run ends with the status and time it had, instead of staying ``running``."""
+        self._prepare_dir()
+        _atomic_write(self.dir / FINISH_FILE, json.dumps({"status": status, "ended_at": ended_at}))
+
+    def forget_finish(self) -> None:
+        """The run goes on in a new process (same run key): an earlier process's finish is void."""
+        (self.dir / FINISH_FILE).unlink(missing_ok=True)
+
     def _prepare_dir(self) -> None:
         """The run's folder, with the ``run.json`` that lets ``plateau sync`` create the run later."""
         self.dir.mkdir(parents=True, exist_ok=True)
         meta = self.dir / "run.json"
         if not meta.exists():
-            _atomic_write(meta, json.dumps({"url": self.url, "create": self.create_body}))
+            started = datetime.fromtimestamp(self.started_at, timezone.utc).isoformat()
+            create = {**self.create_body, "started_at": started}
+            _atomic_write(meta, json.dumps({"url": self.url, "create": create}))
 
     def pending(self) -> list[Path]:
         return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []
@@ -133,10 +148,17 @@ def batch_size(batch: dict[str, Any]) -> int:
 
 
 def replay(
-    transport: Transport, run_id: int, files: list[Path], on_sent: Any = None, between: Any = None
+    transport: Transport,
+    run_id: int,
+    files: list[Path],
+    on_sent: Any = None,
+    between: Any = None,
+    *,
+    log_errors: bool = True,
 ) -> ReplayResult:
     """Send spooled batch ``files`` in order; stop at the first retryable failure (they stay for later).
-    ``between`` is called before each file (the sender spools what was logged meanwhile)."""
+    ``between`` is called before each file (the sender spools what was logged meanwhile). Refusals are
+    logged unless ``log_errors`` is False (``plateau sync`` reports them itself: said once, not twice)."""
     result = ReplayResult()
     for path in files:
         if between is not None:
@@ -160,7 +182,8 @@ def replay(
         except RejectedError as exc:
             result.rejected += points
             result.errors.append(str(exc))
-            logger.error("plateau: the tracker rejected spooled batch %s: %s", path.name, exc)
+            if log_errors:
+                logger.error("plateau: the tracker rejected spooled batch %s: %s", path.name, exc)
         else:
             result.batches += 1
             result.points += points
@@ -187,46 +210,130 @@ def replay_summary(transport: Transport, run_id: int, folder: Path) -> None:
     path.unlink(missing_ok=True)
 
 
+def replay_finish(transport: Transport, run_id: int, folder: Path) -> bool:
+    """Send a spooled finish and delete it; True when there was one. A retryable failure leaves it
+    (raised); a refusal drops it (the run is then left as the tracker has it)."""
+    path = folder / FINISH_FILE
+    if not path.exists():
+        return False
+    try:
+        finish = json.loads(path.read_text())
+        status, ended_at = str(finish["status"]), float(finish["ended_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        path.rename(path.with_suffix(".bad"))
+        return False
+    try:
+        transport.finish_run(run_id, status, timeout=10.0, ended_at=ended_at)
+    except RejectedError as exc:
+        logger.error("plateau: the tracker refused the spooled finish of run %d: %s", run_id, exc)
+    path.unlink(missing_ok=True)
+    return True
+
+
 @dataclass
 class SyncReport:
+    """What ``plateau sync`` did: runs delivered (``finished`` of them ended by a spooled ``finish()``),
+    batches and points sent, points the tracker refused, spooled batch files left, runs ``dropped`` on
+    request, and one line per problem in ``errors``."""
+
     runs: int = 0
     batches: int = 0
     points: int = 0
     rejected: int = 0
     left: int = 0
+    finished: int = 0
+    dropped: int = 0
     errors: list[str] = field(default_factory=list)
 
 
-def sync(spool_dir: Path | None = None, url: str | None = None) -> SyncReport:
-    """Replay every run's spooled batches (``plateau sync``): create or join each run by its run key,
-    send its batches in order, delete what the tracker acknowledged."""
+def spooled_runs(spool_dir: Path | None = None) -> dict[str, Path]:
+    """Run key -> folder, for every run waiting in the spool."""
     root = spool_dir or default_spool_dir()
-    report = SyncReport()
+    found: dict[str, Path] = {}
     for meta in sorted(root.glob("*/run.json")) if root.exists() else []:
-        info = json.loads(meta.read_text())
-        files = sorted(meta.parent.glob("b-*.json"))
-        # Tokens are never written to the spool; `plateau sync` takes $PLATEAU_TOKEN.
-        transport = Transport(url or info["url"], token=os.environ.get("PLATEAU_TOKEN"))
+        try:
+            key = str(json.loads(meta.read_text())["create"]["run_key"])
+        except (OSError, ValueError, KeyError, TypeError):
+            key = meta.parent.name
+        found[key] = meta.parent
+    return found
+
+
+def sync(
+    spool_dir: Path | None = None,
+    url: str | None = None,
+    *,
+    drop: frozenset[str] | set[str] = frozenset(),
+    rehome: dict[str, dict[str, Any]] | None = None,
+) -> SyncReport:
+    """Replay every run's spool (``plateau sync``): create or join each run by its run key, send its
+    batches in order, then its summary and its ``finish()`` (with the status and time it had); delete
+    what the tracker acknowledged.
+
+    A run the tracker refuses to create (a policy it rejects, say) stays in the spool, and the report
+    says how to get it out: ``drop`` names run keys whose spool is deleted unsent, ``rehome`` maps a run
+    key to fields that replace those of its create body (``{"policy": {...}}``, ``{"experiment": "x"}``),
+    kept in the spool so the change holds for later syncs too.
+    """
+    report = SyncReport()
+    rehome = rehome or {}
+    for key, folder in spooled_runs(spool_dir).items():
+        if key in drop:
+            report.dropped += 1
+            for path in folder.iterdir():
+                path.unlink()
+            folder.rmdir()
+            continue
+        meta = folder / "run.json"
+        try:
+            info = json.loads(meta.read_text())
+            if key in rehome:
+                info["create"] = {**info["create"], **rehome[key]}
+                _atomic_write(meta, json.dumps(info))
+            _sync_run(key, folder, info, url, report)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            report.errors.append(f"run {key}: unreadable spool at {folder} ({exc})")
+            report.left += len(list(folder.glob("b-*.json")))
+    return report
+
+
+def _sync_run(key: str, folder: Path, info: dict[str, Any], url: str | None, report: SyncReport) -> None:
+    files = sorted(folder.glob("b-*.json"))
+    # Tokens are never written to the spool; `plateau sync` takes $PLATEAU_TOKEN.
+    transport = Transport(url or info["url"], token=os.environ.get("PLATEAU_TOKEN"))
+    try:
         try:
             created = transport.create_run(info["create"])
-            result = replay(transport, int(created["id"]), files)
-            if result.complete:
-                replay_summary(transport, int(created["id"]), meta.parent)
-                transport.update_summary(int(created["id"]), {UNDELIVERED: None})  # nothing left behind
-        except (RetryableError, RejectedError) as exc:
-            report.errors.append(f"{meta.parent.name}: {exc}")
+        except RejectedError as exc:
+            points = spooled_points(files)
+            report.errors.append(
+                f"run {key}: the tracker refused to create it ({exc}); its {points} points stay in the "
+                f"spool. Correct it with `plateau sync --policy {key}=default` (or =a policy file), "
+                f"or discard them with `plateau sync --drop {key}`"
+            )
             report.left += len(files)
-            continue
-        finally:
-            transport.close()
-        report.runs += 1
-        report.batches += result.batches
-        report.points += result.points
-        report.rejected += result.rejected
-        report.errors += result.errors
-        left = sorted(meta.parent.glob("b-*.json"))
-        report.left += len(left)
-        if not left and not (meta.parent / SUMMARY_FILE).exists() and not any(meta.parent.glob("*.bad")):
-            meta.unlink(missing_ok=True)
-            meta.parent.rmdir()
-    return report
+            return
+        run_id = int(created["id"])
+        result = replay(transport, run_id, files, log_errors=False)
+        if result.complete:
+            replay_summary(transport, run_id, folder)
+            transport.update_summary(run_id, {UNDELIVERED: None})  # nothing left behind
+            if replay_finish(transport, run_id, folder):
+                report.finished += 1
+    except RetryableError as exc:
+        report.errors.append(f"run {key}: {exc}")
+        report.left += len(list(folder.glob("b-*.json")))
+        return
+    finally:
+        transport.close()
+    report.runs += 1
+    report.batches += result.batches
+    report.points += result.points
+    report.rejected += result.rejected
+    report.errors += [f"run {key} (#{run_id}): {error}" for error in result.errors]
+    left = sorted(folder.glob("b-*.json"))
+    report.left += len(left)
+    leftovers = (folder / SUMMARY_FILE, folder / FINISH_FILE)
+    if not left and not any(p.exists() for p in leftovers) and not any(folder.glob("*.bad")):
+        (folder / "run.json").unlink(missing_ok=True)
+        folder.rmdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 from sdk._decision import Answer, Decision
@@ -89,7 +90,17 @@ class Transport:
             raise RetryableError(f"unreadable answer from {method} {path}") from exc
 
     def create_run(self, body: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self._send_json("POST", "/api/v1/runs", body)
+        try:
+            result: dict[str, Any] = self._send_json("POST", "/api/v1/runs", body)
+        except RejectedError as exc:
+            if not str(exc).startswith("HTTP 404 "):
+                raise
+            # A tracker answers this route whatever the run: a 404 says the URL does not lead to one.
+            suffix = " without /api/v1" if self.url.endswith("/api/v1") else ""
+            raise RejectedError(
+                f"HTTP 404 from {self.url}/api/v1/runs: no Plateau tracker there; give the tracker's base "
+                f"URL{suffix}, like http://127.0.0.1:8765"
+            ) from None
         return result
 
     def send_points(self, run_id: int, batch_id: str, points: list[dict[str, Any]]) -> Answer:
@@ -125,8 +136,12 @@ class Transport:
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 
-    def finish_run(self, run_id: int, status: str, timeout: float) -> None:
-        self._send_json("POST", f"/api/v1/runs/{run_id}/finish", {"status": status}, timeout=timeout)
+    def finish_run(self, run_id: int, status: str, timeout: float, ended_at: float | None = None) -> None:
+        """Mark the run ended; ``ended_at`` (unix seconds) when it ended earlier than now (a replay)."""
+        body: dict[str, Any] = {"status": status}
+        if ended_at is not None:
+            body["ended_at"] = datetime.fromtimestamp(ended_at, timezone.utc).isoformat()
+        self._send_json("POST", f"/api/v1/runs/{run_id}/finish", body, timeout=timeout)
 
     def close(self) -> None:
         self._client.close()

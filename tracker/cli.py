@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tracker.config import Settings
 
@@ -186,16 +188,52 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             stop_child(streamlit)
 
 
+def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
+    from sdk._spool import spooled_runs
+    from tracker.replay.command import load_policy
+
+    spooled = spooled_runs(Path(args.spool) if args.spool else None)
+    changes: dict[str, dict[str, Any]] = {}
+    for option, pairs in (("--policy", args.policy or []), ("--experiment", args.experiment or [])):
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key or not value:
+                raise ValueError(f"{option} takes RUN_KEY=VALUE, got {pair!r}")
+            if key not in spooled:
+                raise ValueError(f"no run {key!r} in the spool (spooled: {', '.join(spooled) or 'none'})")
+            if option == "--experiment":
+                changes.setdefault(key, {})["experiment"] = value
+                continue
+            create = json.loads((spooled[key] / "run.json").read_text())["create"]
+            old = create.get("policy") or {}
+            policy = load_policy(value, monitor=old.get("monitor", "val/loss"), mode=old.get("mode", "min"))
+            kept = {name: old[name] for name in ("combine", "reduce") if name in old}
+            changes.setdefault(key, {})["policy"] = {**policy.model_dump(mode="json"), **kept}
+    return changes
+
+
 def _cmd_sync(args: argparse.Namespace) -> int:
     import sdk
 
-    report = sdk.sync(Path(args.spool) if args.spool else None, url=args.url)
+    try:
+        rehome = _rehoming(args)
+        report = sdk.sync(
+            Path(args.spool) if args.spool else None, url=args.url, drop=set(args.drop or []), rehome=rehome
+        )
+    except ValueError as exc:
+        print(f"plateau sync: {exc}", file=sys.stderr)
+        return 1
+    dropped = f"; {report.dropped} runs dropped unsent" if report.dropped else ""
     print(
-        f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent; "
-        f"{report.rejected} rejected; {report.left} batches left in the spool"
+        f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent "
+        f"({report.finished} runs ended as their trainer finished them); {report.rejected} points "
+        f"rejected; {report.left} batches left in the spool{dropped}"
     )
     for error in report.errors[:20]:
         print(f"  {error}", file=sys.stderr)
+    if len(report.errors) > 20:
+        print(f"  ... and {len(report.errors) - 20} more", file=sys.stderr)
     return 0 if report.left == 0 else 1
 
 
@@ -437,9 +475,28 @@ def build_parser() -> argparse.ArgumentParser:
     tb_export.set_defaults(handler=_cmd_export)
     tb_import.set_defaults(handler=_cmd_import)
 
-    sync = commands.add_parser("sync", help="send the SDK's spooled points to the tracker")
+    sync = commands.add_parser(
+        "sync",
+        help="send the SDK's spooled points to the tracker",
+        description="Send what the SDK spooled while the tracker was away: each run is created or joined "
+        "by its run key, its points sent in order, then its summary and its finish (status and time). A "
+        "run the tracker refuses stays in the spool until corrected (--policy, --experiment) or dropped.",
+    )
     sync.add_argument("--spool", help="spool folder (default $PLATEAU_HOME/spool)")
     sync.add_argument("--url", help="tracker URL (default: the one each run was logging to)")
+    sync.add_argument(
+        "--drop", action="append", metavar="RUN_KEY", help="delete this run's spool unsent (repeatable)"
+    )
+    sync.add_argument(
+        "--policy",
+        action="append",
+        metavar="RUN_KEY=POLICY",
+        help="send this run with another policy: a preset (default, patience-K, ...) or a JSON/YAML file; "
+        "its monitor and mode are kept",
+    )
+    sync.add_argument(
+        "--experiment", action="append", metavar="RUN_KEY=NAME", help="send this run into another experiment"
+    )
     sync.set_defaults(handler=_cmd_sync)
     return parser
 

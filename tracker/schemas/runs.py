@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator
 
 from tracker.policy import PolicySpec
 from tracker.schemas._common import Schema, Text, stored_json
@@ -39,9 +39,32 @@ class RunCreate(Schema):
         default=None, ge=1, le=2**62, description="the step the run plans to end at (budget-aware rules)"
     )
 
+    started_at: datetime | None = Field(
+        default=None,
+        description="when the run started, if before now: `plateau sync` creates a run trained while the "
+        "tracker was away with the time its trainer started it (never in the future)",
+    )
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _judges_something(cls, value: Any) -> Any:
+        # An empty list would judge nothing, silently, where a user who wrote it most likely meant the
+        # default (which leaving `rules` out gives). Stored policies are not re-checked: only new runs.
+        if isinstance(value, dict) and value.get("rules") == []:
+            raise ValueError(
+                "rules is an empty list, so nothing would be judged: leave rules out for the default "
+                "policy, or name at least one rule"
+            )
+        return value
+
 
 class RunFinish(Schema):
     status: FinalStatus = "finished"
+    ended_at: datetime | None = Field(
+        default=None,
+        description="when the run ended, if not now: `plateau sync` replays a finish made while the "
+        "tracker was away with the time it was made (never before the run started, nor in the future)",
+    )
 
 
 class RunPublic(Schema):

@@ -17,6 +17,11 @@ from tracker.services._upsert import insert_ignore
 from tracker.services.convert import run_public
 
 
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes (stored in UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -79,7 +84,7 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
                     "policy": request.policy.model_dump(mode="json") if request.policy else None,
                     "status": "running",
                     "world_size": request.world_size,
-                    "started_at": now,
+                    "started_at": now if request.started_at is None else min(now, _aware(request.started_at)),
                     "ended_at": None,
                     "last_heartbeat": now,
                     "judged_step": -1,
@@ -143,7 +148,13 @@ def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
         first_end = run.ended_at is None
         run.status = request.status
         if first_end:
-            run.ended_at = _now()
+            now = _now()
+            ended = request.ended_at
+            if ended is not None and ended.tzinfo is None:
+                ended = ended.replace(tzinfo=timezone.utc)
+            # A replayed end time stays within [started, now]: a wrong clock cannot end a run before it
+            # began or after the tracker heard of it.
+            run.ended_at = now if ended is None else min(now, max(_aware(run.started_at), ended))
             webhooks.enqueue(session, run, "run_finished", None)
         session.flush()
         return _public(session, run)

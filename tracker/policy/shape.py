@@ -1,0 +1,61 @@
+"""The shape of a policy (rule names, their parameters, types and bounds) as the SDK carries it.
+
+The SDK imports nothing from the tracker, yet a policy typo made while the tracker is away (``patiance``)
+must be caught before training, not by ``plateau sync`` hours later. So the SDK ships
+``sdk/policy_shape.json``, written by ``python -m tracker.policy.shape`` from the tracker's own pydantic
+models; ``tests/test_policy_shape.py`` fails when the file and the models differ.
+
+The shape holds what the models' JSON Schema says of each field: allowed types, ``enum``/``const``,
+numeric bounds, string lengths, and which fields are required. Checks across fields (``prechelt`` needs
+mode ``min``, ``mann_kendall`` a window of at most 200) stay the tracker's: the SDK refuses less, never
+more.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from tracker.policy._policy import PolicySpec
+
+_KEPT = (
+    *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
+    *("minLength", "maxLength", "maxItems"),
+)
+
+
+def _alternatives(field: dict[str, Any]) -> list[dict[str, Any]]:
+    options = field.get("anyOf", [field])
+    return [{key: option[key] for key in _KEPT if key in option} for option in options]
+
+
+def _object(schema: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "fields": {
+            name: _alternatives(field) for name, field in schema["properties"].items() if name not in skip
+        },
+        "required": sorted(set(schema.get("required", ())) - set(skip)),
+    }
+
+
+def policy_shape() -> dict[str, Any]:
+    """The policy's shape, as ``sdk/policy_shape.json`` holds it."""
+    schema = PolicySpec.model_json_schema()
+    definitions = schema["$defs"]
+    mapping = schema["properties"]["rules"]["items"]["discriminator"]["mapping"]
+    rules = {name: _object(definitions[ref.rsplit("/", 1)[1]]) for name, ref in sorted(mapping.items())}
+    return {
+        "policy": _object(schema, skip=("rules",)),
+        "max_rules": schema["properties"]["rules"].get("maxItems"),
+        "min_rules": 1,  # a new run's empty list is refused (tracker/schemas/runs.py)
+        "rules": rules,
+    }
+
+
+def render() -> str:
+    return json.dumps(policy_shape(), indent=1, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
