@@ -145,9 +145,15 @@ def test_event_accumulator_reads_back_every_point_step_value_and_wall_time(expor
     texts = {e.step: e.tensor_proto.string_val[0].decode() for e in acc.Tensors("plateau/decisions")}
     assert "**stop** by `patience` (best step 2)" in texts[5]
     assert "**checkpoint**" in texts[2]
-    best = acc.Scalars("plateau/best_value")
+    best = acc.Scalars("~plateau/best_value")
     assert [(e.step, e.value) for e in best] == [(2, float32(0.123456789))]
-    assert acc.Scalars("plateau/summary/params")[0].value == 11_689_512
+    assert acc.Scalars("~plateau/summary/params")[0].value == 11_689_512
+    # Every one-point run-level chart sorts after the curves (TensorBoard compares ASCII; '~' is last):
+    # the Scalars page opens on the run's own curves, not on 18 one-point charts.
+    one_point = {tag for tag in acc.Tags()["scalars"] if len(acc.Scalars(tag)) == 1}
+    assert one_point
+    assert all(tag.startswith("~plateau/") for tag in one_point), one_point
+    assert all(tag < "~" for tag in acc.Tags()["scalars"] if tag not in one_point)
 
 
 def test_reexport_replaces_the_file_and_duplicates_nothing(
@@ -274,7 +280,7 @@ def test_a_real_tensorboard_serves_the_exported_scalars_and_hparams(exported: di
             hparams = {info["name"] for info in experiment["hparamInfos"]}
             metrics = {info["name"]["tag"] for info in experiment["metricInfos"]}
             assert {"lr", "plateau/status", "plateau/stop_rule"} <= hparams
-            assert {"plateau/best_value", "plateau/summary/params", "val/loss"} <= metrics
+            assert {"~plateau/best_value", "~plateau/summary/params", "val/loss"} <= metrics
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -6,8 +6,9 @@ What a run's directory holds (written with ``tensorboard``'s own ``EventFileWrit
   tagged ``key/rank<N>``. TensorBoard keeps scalars as float32: where that would round a value, the exact
   float64 rides along in the value's metadata, so an import gives back exactly what was stored;
 - every decision as a text summary (``plateau/decisions``) at its step;
-- the best value (``plateau/best_value`` at the best step), the summary figures
-  (``plateau/summary/<name>``) and convergence times (``plateau/convergence/<name>``) as scalars;
+- the best value (``~plateau/best_value`` at the best step), the summary figures
+  (``~plateau/summary/<name>``) and convergence times (``~plateau/convergence/<name>``) as scalars,
+  under a namespace that TensorBoard lists after the run's own curves;
 - the config as HParams session data (with the run's status and stop rule), so the HParams dashboard
   lists the runs with those scalars as metrics.
 

@@ -115,9 +115,9 @@ def read_run(directory: Path) -> _RunData:
                 scalar = _scalar(value, plugins.get(tag))
                 if scalar is None:
                     data.skipped += 1
-                elif tag.startswith(_tags.SUMMARY_PREFIX):
-                    data.summary[tag.removeprefix(_tags.SUMMARY_PREFIX)] = scalar
-                elif tag.startswith(_tags.NAMESPACE):
+                elif tag.startswith((_tags.SUMMARY_PREFIX, _tags.LEGACY_SUMMARY_PREFIX)):
+                    data.summary[tag.split("summary/", 1)[1]] = scalar
+                elif tag.startswith((_tags.NAMESPACE, _tags.FIGURES_NAMESPACE)):
                     continue  # decisions, best value, convergence: the tracker derives them again
                 else:
                     data.series.setdefault(tag, {})[event.step] = (scalar, event.wall_time)
