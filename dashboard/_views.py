@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import altair as alt
@@ -27,31 +28,125 @@ def best_of(decisions: list[dict[str, Any]]) -> tuple[int | None, float | None]:
     return None, None
 
 
-def run_row(run: dict[str, Any], decisions: list[dict[str, Any]]) -> dict[str, Any]:
-    best_step, best_value = best_of(decisions)
-    stop = stop_decision(decisions)
-    last = run.get("judged_step")
+def compute_saved(stop_step: int, planned_steps: int) -> float:
+    """The share of the planned steps a stop left unrun. ``planned_steps`` is the step the run planned to
+    end at (0-based, inclusive), so the plan is ``planned_steps + 1`` steps and the run ran
+    ``stop_step + 1``: 40 of 60 epochs saved is 66.7%, not ``1 - 19/59``."""
+    return max(0.0, (planned_steps - stop_step) / (planned_steps + 1))
+
+
+def ending(run: dict[str, Any], stop: dict[str, Any] | None) -> tuple[str, str]:
+    """What ended the run and why, in words, for runs a rule stopped and runs that ended otherwise."""
+    if stop is not None:
+        return stop.get("rule") or "", stop.get("reason") or ""
+    status, last, planned = run["status"], run.get("judged_step"), run.get("planned_steps")
+    at = f" at step {last}" if last is not None and last >= 0 else ""
+    if status == "running":
+        return "", "running" + (f", step {last} of {planned}" if planned and at else at)
+    if status in ("failed", "crashed"):
+        return status, f"the trainer reported it {status}{at}"
+    if planned is not None and last is not None and last >= planned:
+        return "budget", f"ran its budget of {planned + 1} steps (to step {planned})"
+    return "trainer", f"the trainer ended it ({status}){at}"
+
+
+def run_row(run: dict[str, Any], stop: dict[str, Any] | None) -> dict[str, Any]:
+    """One run as the Runs page lists it. ``stop`` is the run's stop decision, if a rule stopped it (the
+    run's latest decision is it, as the runs list carries: no request per run)."""
+    latest = run.get("decision") or {}
+    best = stop if stop is not None else latest
     planned = run.get("planned_steps")
-    saved = None
-    if planned and stop is not None:
-        saved = max(0.0, 1 - stop["step"] / planned)  # the share of the planned steps not run
+    ended_by, why = ending(run, stop)
     return {
         "id": run["id"],
         "name": run["name"],
-        "experiment": run["experiment"],
         "status": run["status"],
-        "last step": last,
+        "ended by": ended_by,
+        "why": why,
+        "compute saved": compute_saved(stop["step"], planned) if planned and stop is not None else None,
+        "best value": number(best.get("best_value")),
+        "best step": best.get("best_step"),
+        "last step": run.get("judged_step"),
         "planned end": planned,
-        "best value": best_value,
-        "best step": best_step,
-        "ended by": stop["rule"] if stop else "",
-        "why": stop["reason"] if stop else "",
-        "compute saved": saved,
+        "experiment": run["experiment"],
     }
+
+
+def runs_table(rows: list[dict[str, Any]]) -> str:
+    """The runs as an HTML table that reads at a glance: the run links to its page, ``why`` wraps instead
+    of being cut, and what matters (how it ended, why, compute saved) comes before the details."""
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in _TABLE_COLUMNS)
+    body = []
+    for row in rows:
+        saved = row["compute saved"]
+        bar = (
+            f'<div class="saved"><span style="width:{100 * saved:.1f}%"></span></div>{100 * saved:.1f}%'
+            if saved is not None
+            else ""
+        )
+        best = row["best value"]
+        cells = {
+            "run": f'<a href="./run?run={row["id"]}" target="_self">#{row["id"]} {html.escape(row["name"])}'
+            "</a>",
+            "status": html.escape(row["status"]),
+            "ended by": html.escape(row["ended by"]),
+            "why": html.escape(row["why"]),
+            "compute saved": bar,
+            "best value": "" if best is None else f"{best:.6g}",
+            "best step": _blank(row["best step"]),
+            "last step": _blank(row["last step"]),
+            "planned end": _blank(row["planned end"]),
+            "experiment": html.escape(row["experiment"]),
+        }
+        body.append(
+            "<tr>" + "".join(f'<td class="{_css(n)}">{cells[n]}</td>' for n in _TABLE_COLUMNS) + "</tr>"
+        )
+    return (
+        f'<style>{_TABLE_CSS}</style><table class="plateau-runs"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+_TABLE_COLUMNS = (
+    "run",
+    "status",
+    "ended by",
+    "why",
+    "compute saved",
+    "best value",
+    "best step",
+    "last step",
+    "planned end",
+    "experiment",
+)
+_TABLE_CSS = """
+table.plateau-runs { border-collapse: collapse; width: 100%; font-size: 0.85rem; }
+table.plateau-runs th, table.plateau-runs td { border-bottom: 1px solid #e6e6e6; padding: 4px 6px;
+  text-align: left; vertical-align: top; }
+table.plateau-runs td.why { min-width: 16rem; max-width: 30rem; }
+table.plateau-runs td.run { white-space: nowrap; }
+table.plateau-runs td.compute-saved { white-space: nowrap; min-width: 7rem; }
+table.plateau-runs .saved { display: inline-block; width: 3.5rem; height: 0.5rem; background: #eee;
+  margin-right: 0.4rem; }
+table.plateau-runs .saved span { display: block; height: 100%; background: #2ca02c; }
+"""
+
+
+def _blank(value: Any) -> str:
+    return "" if value is None else html.escape(str(value))
+
+
+def _css(name: str) -> str:
+    return name.replace(" ", "-")
 
 
 def smooth(values: pd.Series, ema: float) -> pd.Series:
     return values if ema <= 0 else values.ewm(alpha=1 - ema, adjust=False).mean()
+
+
+# Curves never take a marker's colour: with several metrics, the default palette's blue, orange, green and
+# red made curves look like best, alert, checkpoint and stop lines.
+LINE_COLOURS = ["#6a3d9a", "#8c564b", "#17becf", "#e377c2", "#7f7f7f", "#bcbd22", "#393b79", "#637939"]
 
 
 def curve_chart(
@@ -62,7 +157,9 @@ def curve_chart(
     x: str = "step",
     colour: str = "key",
 ) -> alt.LayerChart:
-    """Lines of ``frame`` (columns x, value, colour) with a rule at every checkpoint/stop/alert decision."""
+    """Lines of ``frame`` (columns x, value, colour); a dashed rule at the stop, at each alert and at the
+    best step; and every checkpoint as a thin tick along the bottom axis, so that a run improving every
+    step keeps a readable curve (the Decisions table lists them all)."""
     scale = alt.Scale(type="log") if log_scale else alt.Scale(zero=False)
     lines = (
         alt.Chart(frame)
@@ -70,7 +167,7 @@ def curve_chart(
         .encode(
             x=alt.X(f"{x}:Q", title=x),
             y=alt.Y("value:Q", scale=scale),
-            color=f"{colour}:N",
+            color=alt.Color(f"{colour}:N", scale=alt.Scale(range=LINE_COLOURS)),
             tooltip=[colour, x, "value"],
         )
     )
@@ -92,16 +189,27 @@ def curve_chart(
     marks = pd.DataFrame(rows)
     layers: list[alt.Chart] = [lines]
     if not marks.empty and x == "step":
-        layers.append(
-            alt.Chart(marks)
-            .mark_rule(strokeDash=[4, 3])
-            .encode(
-                x="step:Q",
-                color=alt.Color(
-                    "action:N",
-                    scale=alt.Scale(domain=list(MARKER_COLOURS), range=list(MARKER_COLOURS.values())),
-                ),
-                tooltip=["action", "rule", "step", "reason"],
-            )
+        marker_colour = alt.Color(
+            "action:N",
+            scale=alt.Scale(domain=list(MARKER_COLOURS), range=list(MARKER_COLOURS.values())),
+            title="decision",
         )
-    return alt.layer(*layers).resolve_scale(color="independent").properties(height=380)
+        tooltip = ["action", "rule", "step", "reason"]
+        ticks = marks[marks["action"] == "checkpoint"]
+        rules = marks[marks["action"] != "checkpoint"]
+        if not rules.empty:
+            layers.append(
+                alt.Chart(rules)
+                .mark_rule(strokeDash=[4, 3])
+                .encode(x="step:Q", color=marker_colour, tooltip=tooltip)
+            )
+        if not ticks.empty:
+            layers.append(
+                alt.Chart(ticks)
+                .mark_tick(thickness=1, size=10, orient="vertical")
+                .encode(x="step:Q", y=alt.value(CHART_HEIGHT - 5), color=marker_colour, tooltip=tooltip)
+            )
+    return alt.layer(*layers).resolve_scale(color="independent").properties(height=CHART_HEIGHT)
+
+
+CHART_HEIGHT = 380

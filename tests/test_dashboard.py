@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
+import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
+from dashboard import _api
+from dashboard._views import LINE_COLOURS, MARKER_COLOURS, compute_saved, run_row
 from tests.conftest import create_run
 
 PAGES = Path(__file__).resolve().parents[1] / "dashboard" / "views"
@@ -39,7 +43,7 @@ def seeded(tracker) -> dict[str, int]:
                 project="dash",
                 experiment=experiment,
                 name=name,
-                config={"lr": lr},
+                config={"lr": lr, "tag": f"{name}-{lr}"},  # tag: unique per run, not a hyperparameter
                 planned_steps=20,
             )
             points = [{"key": "val/loss", "step": s, "value": v} for s, v in enumerate(curve)]
@@ -80,13 +84,88 @@ def test_runs_page_lists_runs_with_the_decision_that_ended_them(seeded, tracker,
     app.run()
     assert not app.exception
     app.selectbox[0].select("dash").run()
-    table = app.dataframe[0].value
-    assert {"early", "steady", "slow"} <= set(table["name"])
-    early = table[table["name"] == "early"].iloc[0]
+    app.selectbox[1].select(seeded["experiment"]).run()
+    (table,) = app.get("html")
+    header, *body = _cells(table.proto.body)
+    assert header[:5] == ["run", "status", "ended by", "why", "compute saved"]
+    rows = pd.DataFrame(body, columns=header).set_index("run")
+    early = rows.loc[f"#{seeded['early']} early"]
     assert early["ended by"] == "patience"
     assert "has not improved" in early["why"]
-    assert early["best step"] == 2
-    assert early["compute saved"] == pytest.approx(1 - 5 / 20)  # stopped at step 5 of a planned 20
+    assert early["best step"] == "2"
+    # Stopped at step 5 of a plan ending at step 20: 15 of 21 steps saved.
+    assert early["compute saved"] == f"{100 * 15 / 21:.1f}%"
+    steady = rows.loc[f"#{seeded['steady']} steady"]
+    assert steady["ended by"] == "trainer"
+    assert steady["why"] == "the trainer ended it (finished) at step 5"
+    # Every run's name links to its page.
+    assert (
+        f'href="./run?run={seeded["early"]}" target="_self">#{seeded["early"]} early</a>' in table.proto.body
+    )
+
+
+def _cells(markup: str) -> list[list[str]]:
+    """The text of every table row's cells, with the standard library's HTML parser."""
+
+    class Rows(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: object) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append("".join(self.cell).strip())
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    parser = Rows()
+    parser.feed(markup)
+    return parser.rows
+
+
+def test_run_rows_say_how_each_run_ended() -> None:
+    base = {"id": 1, "name": "r", "experiment": "e", "decision": {}, "stop_step": None}
+    budget = run_row({**base, "status": "finished", "judged_step": 59, "planned_steps": 59}, None)
+    assert (budget["ended by"], budget["why"]) == ("budget", "ran its budget of 60 steps (to step 59)")
+    assert budget["compute saved"] is None
+    stop = {
+        "action": "stop",
+        "step": 19,
+        "rule": "patience",
+        "reason": "r",
+        "best_step": 14,
+        "best_value": 0.1,
+    }
+    stopped = run_row({**base, "status": "stopped", "judged_step": 19, "planned_steps": 59}, stop)
+    assert stopped["compute saved"] == pytest.approx(40 / 60)  # the demo: 40 of 60 epochs saved
+    assert (stopped["best step"], stopped["best value"]) == (14, 0.1)
+    failed = run_row({**base, "status": "failed", "judged_step": 3, "planned_steps": None}, None)
+    assert (failed["ended by"], failed["why"]) == ("failed", "the trainer reported it failed at step 3")
+    running = run_row({**base, "status": "running", "judged_step": 3, "planned_steps": 9}, None)
+    assert (running["ended by"], running["why"]) == ("", "running, step 3 of 9")
+    assert compute_saved(5, 20) == pytest.approx(15 / 21)
+
+
+def test_runs_page_asks_for_no_decisions_of_runs_stopped_last(seeded, tracker, monkeypatch) -> None:
+    """The runs list carries each run's latest decision: a refresh is one request, not one per run."""
+    calls: list[int] = []
+    original = _api.decisions
+    monkeypatch.setattr(_api, "decisions", lambda run_id: calls.append(run_id) or original(run_id))
+    app = page("runs", tracker, monkeypatch)
+    app.run()
+    app.selectbox[0].select("dash").run()
+    assert not app.exception
+    assert calls == []
 
 
 def test_run_page_draws_curves_with_stop_and_checkpoint_markers(seeded, tracker, monkeypatch) -> None:
@@ -101,6 +180,21 @@ def test_run_page_draws_curves_with_stop_and_checkpoint_markers(seeded, tracker,
     assert "checkpoint" in spec
     assert "stop" in spec
     assert list(app.dataframe[0].value["action"]) == ["checkpoint", "checkpoint", "checkpoint", "stop"]
+    layers = json.loads(charts[0].proto.spec)["layer"]
+    marks = [layer["mark"]["type"] for layer in layers]
+    assert marks == ["line", "rule", "tick"]  # checkpoints are ticks on the axis, not full-height rules
+    assert layers[0]["encoding"]["color"]["scale"]["range"] == LINE_COLOURS
+    assert not set(LINE_COLOURS) & set(MARKER_COLOURS.values())
+
+
+def test_run_page_says_when_the_run_asked_for_does_not_exist(seeded, tracker, monkeypatch) -> None:
+    app = page("run", tracker, monkeypatch)
+    app.query_params["run"] = "999999"
+    app.run()
+    assert not app.exception
+    assert any("There is no run '999999'" in e.value for e in app.error)
+    assert app.selectbox[0].value is None  # no other run shown in its place
+    assert not app.get("vega_lite_chart")
 
 
 def test_compare_page_tabulates_hyperparameters_and_sensitivity(seeded, tracker, monkeypatch) -> None:
@@ -110,7 +204,10 @@ def test_compare_page_tabulates_hyperparameters_and_sensitivity(seeded, tracker,
     app.selectbox[0].set_value(("dash", seeded["experiment"])).run()
     assert not app.exception
     table = app.dataframe[0].value
+    assert list(table.columns[:2]) == ["run", "best"]  # the best value is never pushed off-screen
     assert "config.lr" in table.columns
+    assert "config.tag" in table.columns
+    # `tag` is unique per run: not ranked as a hyperparameter.
     assert app.dataframe[1].value["hyperparameter"].tolist() == ["lr"]
 
 
@@ -138,7 +235,12 @@ def test_complexity_page_plots_runs_against_their_best(seeded, tracker, monkeypa
     assert early["time_to_best_s"] >= 0
     assert "device" not in table.columns  # not a number
     assert app.selectbox[1].value == "params"
-    assert app.get("vega_lite_chart")
+    (chart,) = app.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    assert app.title[0].value == "Complexity vs best value"
+    assert spec["layer"][0]["encoding"]["y"]["title"] == "best val/loss (lower is better)"
+    assert spec["layer"][1]["mark"]["type"] == "text"  # each point carries its run's label
+    assert spec["layer"][1]["encoding"]["text"]["field"] == "run"
 
 
 def test_pages_say_clearly_when_the_tracker_is_away(monkeypatch) -> None:

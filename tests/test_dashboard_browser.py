@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,6 +25,33 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
 
+@contextlib.contextmanager
+def dashboard_on(tracker_url: str) -> Iterator[str]:
+    """The dashboard served by Streamlit on a free loopback port, reading ``tracker_url``; yields its URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port)]
+    command += ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    server = subprocess.Popen(
+        command,
+        env={**os.environ, "PLATEAU_URL": tracker_url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/_stcore/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_chromium_renders_the_run_and_its_stop_marker(tracker, tmp_path: Path) -> None:
     pytest.importorskip("streamlit")
@@ -35,34 +64,7 @@ def test_chromium_renders_the_run_and_its_stop_marker(tracker, tmp_path: Path) -
         run = create_run(client, policy, project="browser", name=name)
         points = [{"key": "val/loss", "step": s, "value": v} for s, v in enumerate([1.0, 0.5, 0.7, 0.8, 0.9])]
         client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
-    port = free_port()
-    env = {**os.environ, "PLATEAU_URL": tracker.url}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(APP),
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
+    with dashboard_on(tracker.url) as base:
         ARTIFACTS.mkdir(exist_ok=True)
         screenshot = ARTIFACTS / "dashboard-run.png"
         with sync_playwright() as playwright:
@@ -78,7 +80,7 @@ def test_chromium_renders_the_run_and_its_stop_marker(tracker, tmp_path: Path) -
                 ],
             )
             page = browser.new_page(viewport={"width": 1400, "height": 1400})
-            page.goto(f"http://127.0.0.1:{port}/run?run={run['id']}")
+            page.goto(f"{base}/run?run={run['id']}")
             page.get_by_text("Stopped at step 3 by patience").wait_for(timeout=60_000)
             page.locator("canvas, svg").first.wait_for(timeout=60_000)  # the chart, markers included
             text = page.inner_text("body")
@@ -88,6 +90,71 @@ def test_chromium_renders_the_run_and_its_stop_marker(tracker, tmp_path: Path) -
         assert "has not improved on 0.5 (step 1)" in text
         assert screenshot.stat().st_size > 10_000
         print(f"screenshot: {screenshot}")
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
+
+
+PAGES = {"runs": "", "run": "run?run={run}", "compare": "compare", "distributed": "distributed"}
+PAGES["complexity"] = "complexity"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
+    """Screenshots of every page at 1280x800. The runs table shows how each run ended, why, and the compute
+    saved without horizontal scrolling, and a run's name opens its page."""
+    pytest.importorskip("streamlit")
+    project = f"glance-{uuid.uuid4().hex[:6]}"
+    with httpx.Client(base_url=tracker.url, timeout=30) as client:
+        policy = {
+            "monitor": "val/loss",
+            "rules": [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}],
+        }
+        run = create_run(
+            client,
+            policy,
+            project=project,
+            name="stopped-early",
+            planned_steps=59,
+            config={"lr": 0.1, "width": 64, "optimizer": "adam", "dropout": 0.1, "batch": 128},
+        )
+        curve = [1.0, 0.5, 0.7, 0.8, 0.9]
+        points = [{"key": "val/loss", "step": s, "value": v} for s, v in enumerate(curve)]
+        client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+        client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"})
+        stop_reason = client.get(f"/api/v1/runs/{run['id']}/decision").json()["reason"]
+    with dashboard_on(tracker.url) as base:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+            )
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            for name, path in PAGES.items():
+                page.goto(f"{base}/{path.format(run=run['id'])}")
+                page.locator("h1").first.wait_for(timeout=60_000)
+                page.wait_for_timeout(1500)  # charts and tables settle
+                page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}-1280x800.png"))
+            # The Runs page, at the project of the seeded run.
+            page.goto(base)
+            page.get_by_text("Project").first.wait_for(timeout=60_000)
+            page.locator("[data-testid='stSelectbox']").first.click()
+            page.get_by_role("option", name=project).click()
+            table = page.locator("table.plateau-runs")
+            table.locator("tr", has_text="stopped-early").wait_for(timeout=60_000)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-runs-table-1280x800.png"))
+            for column in ("why", "compute saved"):
+                box = table.locator("th", has_text=column).first.bounding_box()
+                assert box is not None
+                assert box["x"] >= 0, (column, box)
+                assert box["x"] + box["width"] <= 1280, (column, box)
+            row = table.locator("tr", has_text="stopped-early")
+            why = row.locator("td.why").inner_text()
+            assert why == stop_reason  # whole, not cut
+            box = row.locator("td.why").bounding_box()
+            assert box is not None
+            assert box["x"] + box["width"] <= 1280
+            assert (
+                row.locator("td.compute-saved").inner_text().strip() == f"{100 * 56 / 60:.1f}%"
+            )  # stopped at step 3 of 0..59
+            row.get_by_role("link", name=f"#{run['id']} stopped-early").click()
+            page.get_by_text("Stopped at step 3 by patience").wait_for(timeout=60_000)
+            assert f"run={run['id']}" in page.url
+            browser.close()

@@ -49,19 +49,25 @@ st.subheader("Hyperparameters and best value")
 rows = []
 for r in picked:
     _, best = best_of(_api.guarded(_api.decisions, r["id"]))
+    # The best value next to the run, before the hyperparameters: a wide config pushed it off-screen.
     rows.append(
         {
             "run": f"#{r['id']} {r['name']}",
-            **{f"config.{k}": v for k, v in (r.get("config") or {}).items()},
             "best": best,
+            **{f"config.{k}": v for k, v in (r.get("config") or {}).items()},
         }
     )
 table = pd.DataFrame(rows)
-st.dataframe(table, hide_index=True)
+st.dataframe(table, hide_index=True, column_config={"best": st.column_config.NumberColumn(pinned=True)})
 sensitivity = []
+judged = table.dropna(subset=["best"])
 for column in [c for c in table.columns if c.startswith("config.")]:
-    groups = table.dropna(subset=["best"]).groupby(table[column].astype(str))["best"].mean()
-    if len(groups) > 1:
+    groups = judged.groupby(judged[column].astype(str))["best"].mean()
+    # Text unique to each run (a name, a path, a tag) is not a hyperparameter whose effect can be read:
+    # every "group" is one run, and its spread is just the spread of the runs. (A number unique to each
+    # run, the learning rate of a sweep, still is one.)
+    labels_only = not pd.api.types.is_numeric_dtype(judged[column]) and len(groups) == len(judged)
+    if len(groups) > 1 and not labels_only:
         sensitivity.append(
             {
                 "hyperparameter": column[7:],

@@ -1,5 +1,5 @@
-"""Complexity against accuracy: one point per run (parameters, FLOPs, latency, time per step, time to
-converge ... against the best score)."""
+"""Complexity against the best value: one point per run (parameters, FLOPs, latency, time per step, time
+to converge ... against the best value of the metric its policy watched), each labelled with its run."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def figures_of(run: dict[str, Any]) -> tuple[dict[str, float | None], float | No
     return figures, best
 
 
-st.title("Complexity vs accuracy")
+st.title("Complexity vs best value")
 available = _api.guarded(_api.runs)
 experiments = sorted({(r["project"], r["experiment"]) for r in available})
 if not experiments:
@@ -61,18 +61,24 @@ if not rows:
     )
     st.stop()
 frame = pd.DataFrame(rows)
+chosen_runs = [r for r in available if r["project"] == project and r["experiment"] == experiment]
+watched = {((r.get("policy") or {}).get("monitor"), (r.get("policy") or {}).get("mode")) for r in chosen_runs}
+if len(watched) == 1 and None not in next(iter(watched)):
+    monitor, mode = next(iter(watched))
+    better = "lower" if mode == "min" else "higher"
+    best_title = f"best {monitor} ({better} is better)"
+else:
+    best_title = "best value of each run's monitored metric"
 measures = [c for c in frame.columns if c not in ("run", "best") and pd.api.types.is_numeric_dtype(frame[c])]
 default = next((measures.index(m) for m in PREFERRED if m in measures), 0)
 measure = st.selectbox("Complexity measure", measures, index=default)
 positive = bool((frame[measure].dropna() > 0).all())
-st.altair_chart(
-    alt.Chart(frame)
-    .mark_circle(size=120)
-    .encode(
-        x=alt.X(f"{measure}:Q", scale=alt.Scale(type="log" if positive else "linear")),
-        y=alt.Y("best:Q", scale=alt.Scale(zero=False)),
-        tooltip=list(frame.columns),
-    ),
-    width="stretch",
+base = alt.Chart(frame).encode(
+    x=alt.X(f"{measure}:Q", scale=alt.Scale(type="log" if positive else "linear")),
+    y=alt.Y("best:Q", scale=alt.Scale(zero=False), title=best_title),
+    tooltip=list(frame.columns),
 )
+points = base.mark_circle(size=120)
+labels = base.mark_text(align="left", dx=9, fontSize=11).encode(text="run:N")
+st.altair_chart(alt.layer(points, labels), width="stretch")
 st.dataframe(frame, hide_index=True)

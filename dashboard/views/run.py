@@ -15,8 +15,16 @@ if not available:
     st.stop()
 labels = {f"#{r['id']} {r['name']} ({r['project']}/{r['experiment']})": r["id"] for r in available}
 wanted = st.query_params.get("run")
-default = next((i for i, v in enumerate(labels.values()) if str(v) == wanted), 0)
-run_id = labels[st.selectbox("Run", list(labels), index=default)]
+default = next((i for i, v in enumerate(labels.values()) if str(v) == wanted), None)
+if wanted is not None and default is None:
+    # Another run shown in its place would be read as the one asked for.
+    st.error(f"There is no run {wanted!r} on {_api.tracker_url()}. Choose one below, or open the Runs page.")
+chosen_label = st.selectbox(
+    "Run", list(labels), index=default if wanted is not None else 0, placeholder="Choose a run"
+)
+if chosen_label is None:
+    st.stop()
+run_id = labels[chosen_label]
 run = _api.guarded(_api.run, run_id)
 decisions = _api.guarded(_api.decisions, run_id)
 keys = _api.guarded(_api.keys, run_id)
@@ -51,9 +59,9 @@ for key in chosen:
 if frames:
     st.altair_chart(curve_chart(pd.concat(frames), decisions, log_scale=log_scale), width="stretch")
     st.caption(
-        "Dashed rules: green = checkpoint, red = stop, orange = alert, blue = the best step "
-        "(the model to keep). Long curves are downsampled by the tracker (min/max buckets keep every "
-        "extreme)."
+        "Dashed rules: red = stop, orange = alert, blue = the best step (the model to keep); green ticks "
+        "on the axis: checkpoints (all listed below). Long curves are downsampled by the tracker (min/max "
+        "buckets keep every extreme)."
     )
 
 st.subheader("Decisions")
