@@ -200,3 +200,38 @@ def test_every_command_and_option_is_described() -> None:
 def test_health_answers_its_store(tracker: TrackerProcess) -> None:
     health = httpx.get(f"{tracker.url}/api/v1/health").json()
     assert health["store"] == store_identity(f"sqlite:///{tracker.home / 'plateau.db'}")
+
+
+def test_dashboard_on_a_busy_port_says_so_in_one_line(tracker: TrackerProcess) -> None:
+    pytest.importorskip("streamlit")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = _plateau("dashboard", "--url", tracker.url, "--dashboard-port", str(port))
+    assert result.returncode == 1
+    assert "plateau dashboard on" not in result.stdout
+    assert result.stderr.strip() == (
+        f"plateau dashboard: 127.0.0.1:{port} is in use; is a dashboard already running there? "
+        "Choose another with --dashboard-port"
+    )
+
+
+def test_the_demo_hint_is_a_command_that_works_from_where_the_user_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README installs into .venv without activating it: `plateau` is not on PATH there."""
+    from tracker.demo import plateau_command
+
+    program = tmp_path / ".venv" / "bin" / "plateau"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [str(program), "demo"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert plateau_command("dashboard") == ".venv/bin/plateau dashboard"
+    monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")  # an activated venv
+    assert plateau_command("dashboard") == "plateau dashboard"
+    monkeypatch.setattr(sys, "argv", ["-m", "demo"])  # python -m tracker demo
+    assert plateau_command("dashboard").endswith(" -m tracker dashboard")

@@ -148,7 +148,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from tracker.demo._server import tracker_for_demo
+    from tracker.demo._server import port_is_free, tracker_for_demo, wait_for_http
     from tracker.processes import start_child, stop_child
 
     if importlib.util.find_spec("streamlit") is None:
@@ -175,12 +175,18 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             "--browser.gatherUsageStats",
             "false",
         ]
+        if not port_is_free(args.dashboard_host, args.dashboard_port):
+            print(
+                f"plateau dashboard: {args.dashboard_host}:{args.dashboard_port} is in use; is a dashboard "
+                "already running there? Choose another with --dashboard-port",
+                file=sys.stderr,
+            )
+            return 1
         streamlit = start_child(command, env={**os.environ, "PLATEAU_URL": url})
-        print(
-            f"plateau dashboard on http://{args.dashboard_host}:{args.dashboard_port} (tracker {url})",
-            flush=True,
-        )
+        address = f"http://{args.dashboard_host}:{args.dashboard_port}"
         try:
+            if wait_for_http(f"{address}/_stcore/health", streamlit, timeout=60.0):
+                print(f"plateau dashboard on {address} (tracker {url})", flush=True)
             return streamlit.wait()
         except KeyboardInterrupt:
             return 0

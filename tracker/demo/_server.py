@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -46,7 +47,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def _port_is_free(host: str, port: int) -> bool:
+def wait_for_http(url: str, process: subprocess.Popen[Any], timeout: float) -> bool:
+    """Wait until ``url`` answers 200; False if ``process`` exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def port_is_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         try:
             sock.bind((host, port))
@@ -80,7 +94,7 @@ def tracker_for_demo(settings: Settings, url: str | None) -> Iterator[str]:
             file=sys.stderr,
             flush=True,
         )
-    port = settings.port if _port_is_free(settings.host, settings.port) else free_port(settings.host)
+    port = settings.port if port_is_free(settings.host, settings.port) else free_port(settings.host)
     home = Path(settings.home).expanduser()
     home.mkdir(parents=True, exist_ok=True)
     command = tracker_command(settings.host, port, home, settings.database_url)
