@@ -44,6 +44,7 @@ def test_a_tracker_away_costs_a_sweep_no_time(tmp_path: Path) -> None:
             run.should_stop()
         assert run.finish() == 0
         costs.append(time.perf_counter() - started)
+    print(f"\ninit + 5 steps + finish, tracker away: {', '.join(f'{c:.3f} s' for c in costs)}")
     assert costs[0] < 2.0, costs
     assert max(costs[1:]) < 0.5, costs  # the process remembers the tracker is away
 
