@@ -540,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return result
     except KeyboardInterrupt:
         return 130
-    except (httpx.HTTPError, TrackerUnavailableError) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, TrackerUnavailableError) as exc:
         print(f"plateau {args.command}: {_one_line(exc)}", file=sys.stderr)
         return 1
 
