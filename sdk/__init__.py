@@ -9,7 +9,17 @@
             break
     run.finish()
 
-Imports nothing from the tracker and nothing heavy: it speaks HTTP with the standard library alone.
+Imports nothing from the tracker and nothing heavy: it speaks HTTP with the standard library alone, and
+imports on every platform (no Unix-only module at import time).
+
+Public API:
+
+- ``init``: start or join a run; returns a ``Run``.
+- ``Run``: ``log``, ``should_stop``, ``should_checkpoint``, ``decision``, ``finish`` and the summary figures.
+- ``Decision``: the tracker's verdict (action, step, best step and value, reason, evidence).
+- ``sync``: deliver what the disk spool holds (``plateau sync``); returns a ``SyncReport``.
+- ``SyncReport``: what a sync delivered, left and refused.
+- ``DEFAULT_URL``: the tracker's address when neither ``url`` nor ``$PLATEAU_URL`` names one.
 """
 
 from __future__ import annotations

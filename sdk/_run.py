@@ -21,6 +21,7 @@ from sdk._policy_check import check_policy
 from sdk._sender import Sender, recently_unreachable
 from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
 from sdk._transport import RejectedError, RetryableError, Transport
+from sdk._types import Combine, FinalStatus, Mode, Reduce
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
@@ -432,7 +433,7 @@ class Run:
         """Send everything logged so far; False if ``timeout`` ran out first."""
         return self._sender.flush(timeout)
 
-    def finish(self, status: str | None = None, timeout: float = 10.0) -> int:
+    def finish(self, status: FinalStatus | None = None, timeout: float = 10.0) -> int:
         """Flush (up to ``timeout`` seconds), mark the run ended, stop the sender.
 
         ``status`` defaults to ``stopped`` when the tracker decided to stop, else ``finished``. What the
@@ -521,7 +522,7 @@ def init(
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     monitor: str | None = None,
-    mode: str = "min",
+    mode: Mode = "min",
     rules: Sequence[Mapping[str, Any]] | None = None,
     url: str | None = None,
     *,
@@ -530,8 +531,8 @@ def init(
     rank: int | None = None,
     world_size: int | None = None,
     planned_steps: int | None = None,
-    combine: str = "any",
-    reduce: str = "rank0",
+    combine: Combine = "any",
+    reduce: Reduce = "rank0",
     wait: float = 5.0,
     flush_interval: float = 0.5,
     max_pending: int = 100_000,

@@ -15,7 +15,6 @@ Figures are plain numbers, ready for the run's summary:
 
 from __future__ import annotations
 
-import resource
 import statistics
 import sys
 import time
@@ -26,9 +25,43 @@ from typing import Any
 
 
 def peak_rss_bytes() -> int:
-    """The process's peak resident set size (Linux reports KiB, macOS bytes)."""
+    """The process's peak resident set size (Linux reports KiB, macOS bytes; Windows: the peak working
+    set). ``resource`` is Unix-only, so it is imported here: ``import sdk`` works on every platform."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return _peak_working_set()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _peak_working_set() -> int:  # pragma: no cover - Windows only
+    import ctypes
+    from ctypes import wintypes
+
+    class Counters(ctypes.Structure):
+        _fields_ = [
+            ("cb", wintypes.DWORD),
+            ("PageFaultCount", wintypes.DWORD),
+            ("PeakWorkingSetSize", ctypes.c_size_t),
+            ("WorkingSetSize", ctypes.c_size_t),
+            ("QuotaPeakPagedPoolUsage", ctypes.c_size_t),
+            ("QuotaPagedPoolUsage", ctypes.c_size_t),
+            ("QuotaPeakNonPagedPoolUsage", ctypes.c_size_t),
+            ("QuotaNonPagedPoolUsage", ctypes.c_size_t),
+            ("PagefileUsage", ctypes.c_size_t),
+            ("PeakPagefileUsage", ctypes.c_size_t),
+        ]
+
+    counters = Counters()
+    counters.cb = ctypes.sizeof(Counters)
+    windll = getattr(ctypes, "windll", None)
+    if windll is None:
+        return 0
+    process = windll.kernel32.GetCurrentProcess()
+    if not windll.psapi.GetProcessMemoryInfo(process, ctypes.byref(counters), counters.cb):
+        return 0
+    return int(counters.PeakWorkingSetSize)
 
 
 def _map_tensors(inputs: Any, fn: Callable[[Any], Any]) -> Any:

@@ -9,12 +9,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracker.config import Settings
+if TYPE_CHECKING:
+    from tracker.config import Settings
+
+# Commands that need the tracker's dependencies (the `server` extra); `sync` needs the SDK alone.
+_SLIM_COMMANDS = frozenset({"sync"})
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from tracker.config import Settings
+
     overrides = {
         name: getattr(args, name)
         for name in ("home", "database_url", "host", "port")
@@ -197,7 +203,6 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
 def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
     from sdk._spool import spooled_runs
-    from tracker.replay.command import load_policy
 
     spooled = spooled_runs(Path(args.spool) if args.spool else None)
     changes: dict[str, dict[str, Any]] = {}
@@ -211,6 +216,13 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             if option == "--experiment":
                 changes.setdefault(key, {})["experiment"] = value
                 continue
+            try:
+                from tracker.replay.command import load_policy
+            except ImportError as exc:
+                raise ValueError(
+                    f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
+                    "missing): pip install 'plateau-tracker[server]'"
+                ) from None
             create = json.loads((spooled[key] / "run.json").read_text())["create"]
             old = create.get("policy") or {}
             policy = load_policy(value, monitor=old.get("monitor", "val/loss"), mode=old.get("mode", "min"))
@@ -525,22 +537,52 @@ def _one_line(exc: BaseException) -> str:
     return str(exc)
 
 
+def _missing_server(command: str) -> str | None:
+    """One line saying which extra to install, when ``command`` needs what a slim install lacks."""
+    if command in _SLIM_COMMANDS:
+        return None
+    try:
+        import httpx  # noqa: F401 - only whether it imports
+
+        import tracker.config
+        import tracker.db.engine  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"plateau {command} needs the tracker's dependencies ({exc.name} is missing): "
+            "pip install 'plateau-tracker[server]'"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``plateau`` command; returns its exit code. Errors of the network, of the tracker and of
     the user's input are one line on stderr and exit code 1, never a traceback."""
-    import httpx
-
-    from tracker.demo._server import TrackerUnavailableError
     from tracker.processes import exit_on_signals
 
     args = build_parser().parse_args(argv)
+    missing = _missing_server(args.command)
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return 1
+    try:
+        import httpx
+
+        from tracker.demo._server import TrackerUnavailableError
+
+        remote_errors: tuple[type[Exception], ...] = (
+            httpx.HTTPError,
+            httpx.InvalidURL,
+            TrackerUnavailableError,
+        )
+    except ImportError:  # a slim install runs `sync` alone, which speaks HTTP through the SDK
+        remote_errors = ()
     try:
         with exit_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: the children a command started stop
             result: int = args.handler(args)
             return result
     except KeyboardInterrupt:
         return 130
-    except (httpx.HTTPError, httpx.InvalidURL, TrackerUnavailableError) as exc:
+    except remote_errors as exc:
         print(f"plateau {args.command}: {_one_line(exc)}", file=sys.stderr)
         return 1
 

@@ -30,6 +30,7 @@ from lightning.pytorch.callbacks import Callback
 
 import sdk
 from sdk._decision import Decision
+from sdk._types import FinalStatus, Mode
 
 logger = logging.getLogger("plateau")
 
@@ -63,7 +64,7 @@ class PlateauCallback(Callback):
         experiment: str = "default",
         name: str | None = None,
         monitor: str | None = None,
-        mode: str = "min",
+        mode: Mode = "min",
         rules: Sequence[Mapping[str, Any]] | None = None,
         config: Mapping[str, Any] | None = None,
         url: str | None = None,
@@ -131,7 +132,7 @@ class PlateauCallback(Callback):
     ) -> None:
         self._close(trainer, "failed")
 
-    def _close(self, trainer: pl.Trainer, status: str | None) -> None:
+    def _close(self, trainer: pl.Trainer, status: FinalStatus | None) -> None:
         run = self.run
         if run is None:
             return

@@ -1,0 +1,18 @@
+"""The few-strings values of the SDK's public signatures, as ``Literal`` types a type checker can hold a
+call to (the tracker refuses anything else, and ``sdk.init`` checks them before training)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Mode = Literal["min", "max"]
+"""The direction the monitored metric improves in: ``min`` for a loss, ``max`` for an accuracy."""
+
+Combine = Literal["any", "all"]
+"""``any``: the first rule that says stop stops; ``all``: every convergence rule must."""
+
+Reduce = Literal["rank0", "mean", "min", "max"]
+"""Judge rank 0's value of the monitor, or its mean/min/max over ranks."""
+
+FinalStatus = Literal["finished", "stopped", "failed", "crashed"]
+"""How a run ended, as ``Run.finish(status)`` reports it."""
