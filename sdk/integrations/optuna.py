@@ -1,0 +1,109 @@
+"""Optuna: ``PlateauPruner``, an ``optuna.pruners.BasePruner`` whose verdict is Plateau's.
+
+    from sdk.integrations.optuna import PlateauPruner
+
+    pruner = PlateauPruner(project="search", rules=[{"rule": "percentile", "n_startup_runs": 5}])
+    study = optuna.create_study(direction="minimize", pruner=pruner)
+    study.optimize(objective, n_trials=50, callbacks=[pruner])  # the callback finishes each trial's run
+
+- **Each trial is a Plateau run** in the experiment named after the study (run key
+  ``optuna-<study>-<trial number>``), so the dashboard shows the study's trials with their decisions.
+- **``trial.report(value, step)``** values are logged as ``value`` (the monitor; mode from the study's
+  direction) when ``trial.should_prune()`` asks; ``should_prune()`` is the run's stop verdict on that
+  step: its single-run rules and the experiment's cross-run rules (``percentile``, ``asha``).
+- **At a prune** the run stops with the rule's reason (the trial raises ``TrialPruned`` as usual); as a
+  study callback, the pruner finishes each trial's run with its end state (``finished``, ``stopped`` for a
+  pruned trial, ``failed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+import sdk
+from sdk._types import FinalStatus
+
+logger = logging.getLogger("plateau")
+
+MONITOR = "value"
+_STATUS: dict[TrialState, FinalStatus] = {
+    TrialState.COMPLETE: "finished",
+    TrialState.PRUNED: "stopped",
+    TrialState.FAIL: "failed",
+}
+
+
+class PlateauPruner(optuna.pruners.BasePruner):
+    """Prunes a trial when Plateau decides its run should stop. ``rules``: the runs' policy (the
+    tracker's default when omitted); ``planned_steps``: the last step a trial reports, for budget-aware
+    rules; other keyword arguments go to :func:`sdk.init`."""
+
+    def __init__(
+        self,
+        *,
+        project: str = "optuna",
+        experiment: str | None = None,
+        rules: Sequence[Mapping[str, Any]] | None = None,
+        url: str | None = None,
+        planned_steps: int | None = None,
+        **init_kwargs: Any,
+    ) -> None:
+        self.project = project
+        self.experiment = experiment
+        self.rules = rules
+        self.url = url
+        self.planned_steps = planned_steps
+        self.init_kwargs = init_kwargs
+        self._runs: dict[int, sdk.Run] = {}
+        self._logged: dict[int, set[int]] = {}
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        """Log the trial's new intermediate values and answer Plateau's stop verdict on the last one."""
+        run = self._run_of(study, trial)
+        logged = self._logged.setdefault(trial.number, set())
+        for step in sorted(set(trial.intermediate_values) - logged):
+            run.log({MONITOR: trial.intermediate_values[step]}, step=step)
+            logged.add(step)
+        stop = run.should_stop()
+        if stop:
+            logger.info("plateau: trial %d pruned (%s): %s", trial.number, run.latest.rule, run.latest.reason)
+        return stop
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """As a study callback (``study.optimize(..., callbacks=[pruner])``): finish the trial's run."""
+        run = self._runs.pop(trial.number, None)
+        self._logged.pop(trial.number, None)
+        if run is None:
+            return
+        if trial.state == TrialState.COMPLETE and trial.value is not None:
+            run.update_summary({"optuna_value": trial.value, "optuna_trial": trial.number})
+        run.finish(_STATUS.get(trial.state, "failed"))
+
+    def _run_of(self, study: optuna.Study, trial: FrozenTrial) -> sdk.Run:
+        run = self._runs.get(trial.number)
+        if run is None:
+            minimise = study.direction == optuna.study.StudyDirection.MINIMIZE
+            run = self._runs[trial.number] = sdk.init(
+                project=self.project,
+                experiment=self.experiment or study.study_name,
+                name=f"trial-{trial.number}",
+                config=dict(trial.params),
+                monitor=MONITOR,
+                mode="min" if minimise else "max",
+                rules=self.rules,
+                url=self.url,
+                run_key=f"optuna-{_safe(study.study_name)}-{trial.number}",
+                planned_steps=self.planned_steps,
+                **self.init_kwargs,
+            )
+        return run
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:150]

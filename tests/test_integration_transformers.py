@@ -1,0 +1,122 @@
+"""PlateauCallback in a real Hugging Face ``Trainer``: a tiny BERT built from a config on CPU (nothing is
+downloaded), against a real tracker. The policy makes the verdicts certain whatever the training does:
+``patience`` 2 with a ``min_delta`` no evaluation can beat, so the first evaluation is the best (a
+checkpoint) and the third is the stop."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+torch = pytest.importorskip("torch")
+
+from sdk.integrations.transformers import RUN_FILE, PlateauCallback  # noqa: E402
+from tests._server import TrackerProcess  # noqa: E402
+
+EVAL_STEPS = 4
+RULES = [{"rule": "patience", "patience": 2, "min_delta": 1e6}, {"rule": "checkpoint", "min_delta": 1e6}]
+
+
+class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
+    def __init__(self, size: int, seed: int) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.ids = torch.randint(1, 50, (size, 8), generator=generator)
+        self.labels = (self.ids[:, 0] > 25).long()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"input_ids": self.ids[index], "attention_mask": torch.ones(8), "labels": self.labels[index]}
+
+
+def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40) -> Any:
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config)
+    args = transformers.TrainingArguments(
+        output_dir=str(output),
+        max_steps=max_steps,
+        per_device_train_batch_size=8,
+        eval_strategy="steps",
+        eval_steps=EVAL_STEPS,
+        logging_steps=2,
+        save_strategy="no",  # every checkpoint below is one Plateau asked for
+        learning_rate=1e-3,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        load_best_model_at_end=False,
+    )
+    return transformers.Trainer(
+        model=model, args=args, train_dataset=Tokens(64, 0), eval_dataset=Tokens(16, 1), callbacks=[callback]
+    )
+
+
+def _callback(tracker: TrackerProcess) -> PlateauCallback:
+    return PlateauCallback(
+        project="hf", experiment="tiny-bert", monitor="eval_loss", mode="min", rules=RULES, url=tracker.url
+    )
+
+
+def test_trainer_saves_stops_and_resumes_where_plateau_decides(
+    tracker: TrackerProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="plateau")
+    output = tmp_path / "out"
+    best, stop = EVAL_STEPS, 3 * EVAL_STEPS
+
+    # A training cut short at step 8 (before any stop): the best evaluation was saved, on Plateau's word.
+    first = _trainer(output, _callback(tracker), max_steps=2 * EVAL_STEPS)
+    first.train()
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == [f"checkpoint-{best}"]
+    run_key = json.loads((output / RUN_FILE).read_text())["run_key"]
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "hf", "limit": 1000}).json()["data"]
+    (run,) = [r for r in runs if r["run_key"] == run_key]
+    assert (run["status"], run["stop_step"], run["planned_steps"]) == ("finished", None, 2 * EVAL_STEPS)
+    assert run["config"]["learning_rate"] == 1e-3
+
+    # Resumed from that checkpoint: the same run goes on, and stops at the third evaluation.
+    callback = _callback(tracker)
+    resumed = _trainer(output, callback)
+    resumed.train(resume_from_checkpoint=str(output / f"checkpoint-{best}"))
+    assert resumed.state.global_step == stop  # not max_steps
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == [f"checkpoint-{best}"]
+    assert callback.best_checkpoint is None  # this process saw no new best: the one to keep is step 4's
+    assert f"training stops at step {stop} (patience)" in caplog.text
+    stored = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}").json()
+    assert (stored["status"], stored["stop_step"]) == ("stopped", stop)
+    summary = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/summary").json()["summary"]
+    assert (summary["stopped_step"], summary["stopped_by"]) == (stop, "patience")
+    keys = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/keys").json()["keys"]
+    assert {"eval_loss", "loss", "lr"} <= set(keys)
+
+    # Resumed once more, a run Plateau has stopped stops at its first evaluation: nothing is left to learn.
+    again = _trainer(output, _callback(tracker))
+    again.train(resume_from_checkpoint=str(output / f"checkpoint-{best}"))
+    assert again.state.global_step == 2 * EVAL_STEPS
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "hf", "limit": 1000}).json()["data"]
+    assert [r["id"] for r in runs if r["run_key"] == run_key] == [run["id"]]
+
+
+def test_a_fresh_training_in_the_same_folder_is_a_new_run(tracker: TrackerProcess, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    _trainer(output, _callback(tracker), max_steps=EVAL_STEPS).train()
+    first = json.loads((output / RUN_FILE).read_text())["run_key"]
+    _trainer(output, _callback(tracker), max_steps=EVAL_STEPS).train()
+    assert json.loads((output / RUN_FILE).read_text())["run_key"] != first
