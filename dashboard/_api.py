@@ -1,78 +1,75 @@
-"""The dashboard's only way to the data: the tracker's HTTP API (URL and token from the environment)."""
+"""The dashboard's only way to the data: the tracker's HTTP API through the one client (``sdk.client``),
+with the URL and token from the environment, and a 2-second cache."""
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
-import httpx
 import streamlit as st
 
-DEFAULT_URL = "http://127.0.0.1:8765"
+from sdk.client import DEFAULT_URL, TrackerClient, TrackerError, number
+
+__all__ = ["DEFAULT_URL", "number"]
 
 
 def tracker_url() -> str:
     return os.environ.get("PLATEAU_URL", DEFAULT_URL).rstrip("/")
 
 
+@st.cache_resource(show_spinner=False)
+def _client(url: str, token: str | None) -> TrackerClient:
+    # One kept-alive client per tracker and token: another tracker is never answered from this one.
+    return TrackerClient(url, timeout=30.0, token=token)
+
+
 @st.cache_data(ttl=2, show_spinner=False)
-def _cached_get(url: str, token: str | None, path: str, params: tuple[tuple[str, Any], ...]) -> Any:
+def _cached(
+    url: str, token: str | None, call: str, args: tuple[Any, ...], options: tuple[tuple[str, Any], ...]
+) -> Any:
     # The URL and token are part of the cache key: another tracker must never be answered from this cache.
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    response = httpx.get(f"{url}/api/v1{path}", params=dict(params), headers=headers, timeout=30)
-    response.raise_for_status()
-    return response.json()
+    return getattr(_client(url, token), call)(*args, **dict(options))
 
 
-def _get(path: str, **params: Any) -> Any:
-    return _cached_get(tracker_url(), os.environ.get("PLATEAU_TOKEN"), path, tuple(sorted(params.items())))
-
-
-def number(value: Any) -> float | None:
-    """API floats: numbers, or the strings NaN/Infinity/-Infinity."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(value, math.nan)
-    return float(value)
+def _get(call: str, *args: Any, **options: Any) -> Any:
+    return _cached(tracker_url(), os.environ.get("PLATEAU_TOKEN"), call, args, tuple(sorted(options.items())))
 
 
 def runs(project: str | None = None, experiment: str | None = None) -> list[dict[str, Any]]:
-    params = {k: v for k, v in {"project": project, "experiment": experiment, "limit": 1000}.items() if v}
-    data: list[dict[str, Any]] = _get("/runs", **params)["data"]
+    data: list[dict[str, Any]] = _get("runs", project=project, experiment=experiment)
     return data
 
 
 def run(run_id: int) -> dict[str, Any]:
-    result: dict[str, Any] = _get(f"/runs/{run_id}")
+    result: dict[str, Any] = _get("run", run_id)
     return result
 
 
 def decisions(run_id: int) -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = _get(f"/runs/{run_id}/decisions")["data"]
+    data: list[dict[str, Any]] = _get("decision_list", run_id)
     return data
 
 
 def keys(run_id: int) -> list[str]:
-    data: list[str] = _get(f"/runs/{run_id}/keys")["keys"]
+    data: list[str] = _get("keys", run_id)["keys"]
     return data
 
 
 def series(run_id: int, key: str, points: int = 2000, rank: int = 0) -> list[dict[str, Any]]:
-    """The key's curve, downsampled by the tracker (min/max buckets) to at most ``points``."""
-    data: list[dict[str, Any]] = _get(f"/runs/{run_id}/series", key=key, points=points, rank=rank)["points"]
+    """The key's curve, downsampled by the tracker (min/max buckets) to at most ``points``; values are
+    floats (NaN and infinities included)."""
+    data: list[dict[str, Any]] = _get("series", run_id, key, points, rank)
     return data
 
 
 def summary(run_id: int) -> dict[str, Any]:
     """The run's reported figures (``summary``) and derived convergence times (``convergence``)."""
-    result: dict[str, Any] = _get(f"/runs/{run_id}/summary")
+    result: dict[str, Any] = _get("summary", run_id)
     return result
 
 
 def health(run_id: int) -> dict[str, Any]:
-    result: dict[str, Any] = _get(f"/runs/{run_id}/health")
+    result: dict[str, Any] = _get("run_health", run_id)
     return result
 
 
@@ -80,11 +77,9 @@ def guarded(load: Any, *args: Any, **kwargs: Any) -> Any:
     """Call a loader; show a clear error (never a traceback) and stop the page when the tracker fails."""
     try:
         return load(*args, **kwargs)
-    except httpx.HTTPStatusError as exc:
-        detail = exc.response.text[:300]
-        st.error(f"The tracker at {tracker_url()} answered {exc.response.status_code}: {detail}")
-    except httpx.HTTPError as exc:
-        st.error(
-            f"Cannot reach the tracker at {tracker_url()} ({type(exc).__name__}). Is `plateau serve` running?"
-        )
+    except TrackerError as exc:
+        if exc.status is None:
+            st.error(f"Cannot reach the tracker at {tracker_url()} ({exc}). Is `plateau serve` running?")
+        else:
+            st.error(f"The tracker at {tracker_url()} answered {exc}")
     st.stop()

@@ -25,7 +25,8 @@ Public API:
 from __future__ import annotations
 
 from sdk._decision import Decision
-from sdk._run import DEFAULT_URL, Run, init
+from sdk._run import Run, init
 from sdk._spool import SyncReport, sync
+from sdk._transport import DEFAULT_URL
 
 __all__ = ["DEFAULT_URL", "Decision", "Run", "SyncReport", "init", "sync"]

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return _SPECIAL.get(value, math.nan)
-    return float(value)
+from sdk._numbers import number
 
 
 @dataclass(frozen=True)
@@ -42,7 +33,7 @@ class Decision:
             action=str(data.get("action", "continue")),
             step=data.get("step"),
             best_step=data.get("best_step"),
-            best_value=_number(data.get("best_value")),
+            best_value=number(data.get("best_value")),
             rule=data.get("rule"),
             reason=str(data.get("reason", "")),
             evidence=dict(data.get("evidence") or {}),
@@ -69,6 +60,7 @@ class Answer:
     decision: Decision
     judged_step: int | None = None
     decisions: tuple[Decision, ...] = ()
+    accepted: int = 0  # new points stored (a replayed batch, or points at steps already logged, add none)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Answer:
@@ -77,4 +69,5 @@ class Answer:
             decision=Decision.from_json(data["decision"]),
             judged_step=int(judged) if judged is not None else None,
             decisions=tuple(Decision.from_json(d) for d in data.get("decisions") or ()),
+            accepted=int(data.get("accepted") or 0),
         )

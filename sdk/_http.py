@@ -171,6 +171,12 @@ class HttpClient:
         for connection in idle:
             connection.close()
 
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
 
 def _still_open(connection: http.client.HTTPConnection) -> bool:
     """False when an idle connection is readable: the tracker closed it (or sent what no request asked

@@ -20,13 +20,12 @@ from sdk._decision import CONTINUE, Answer, Decision
 from sdk._policy_check import check_policy
 from sdk._sender import Sender, recently_unreachable
 from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
-from sdk._transport import RejectedError, RetryableError, Transport
+from sdk._transport import DEFAULT_URL, RejectedError, RetryableError, Transport
 from sdk._types import Combine, FinalStatus, Mode, Reduce
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
 
-DEFAULT_URL = "http://127.0.0.1:8765"
 
 # Documented module state: the runs still open, so they can be flushed at interpreter exit and their
 # sender restarted in a forked child.

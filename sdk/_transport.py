@@ -1,29 +1,53 @@
-"""HTTP calls to the tracker over kept-alive connections, with errors sorted into retry or give up."""
+"""The one client of the tracker's HTTP API: the SDK's calls and everything else that reads the tracker
+(the CLI's remote commands, TensorBoard export and import, replay, the dashboard, the demo). Standard
+library only, over kept-alive connections; errors sorted into "retry" and "give up"; the API's NaN and
+Infinity decoded in one place (``sdk._numbers``). Public as :mod:`sdk.client`."""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from sdk._decision import Answer, Decision
 from sdk._http import HttpClient, Reply, TransportErrors
+from sdk._numbers import number
+
+DEFAULT_URL = "http://127.0.0.1:8765"
 
 # Statuses worth another try: the request may succeed later unchanged.
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _JSON = {"content-type": "application/json"}
 
 
-class RetryableError(Exception):
+class TrackerError(Exception):
+    """A call to the tracker failed; ``status`` is the HTTP status (None when no answer came), ``url`` the
+    tracker's."""
+
+    url: str | None = None
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RetryableError(TrackerError):
     """The tracker could not be reached or asked us to come back (``retry_after`` seconds, if it said)."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None) -> None:
+        super().__init__(message, status)
         self.retry_after = retry_after
 
 
-class RejectedError(Exception):
+class RejectedError(TrackerError):
     """The tracker refused the request as it is; sending it again will not help."""
+
+
+class NotFoundError(RejectedError):
+    """404: no such run (or key, or route: the URL may not lead to a tracker)."""
 
 
 def _retry_after(reply: Reply) -> float | None:
@@ -58,7 +82,14 @@ class Transport:
         never used or shut down, so the parent's connections stay intact."""
         self._client.forget()
 
-    def _request(
+    def _request(self, method: str, path: str, **options: Any) -> Any:
+        try:
+            return self._exchange(method, path, **options)
+        except TrackerError as exc:
+            exc.url = self.url
+            raise
+
+    def _exchange(
         self,
         method: str,
         path: str,
@@ -79,9 +110,14 @@ class Transport:
         except TransportErrors as exc:  # connection refused, reset, timeouts, TLS, broken HTTP
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
         if reply.status in _RETRY_STATUSES:
-            raise RetryableError(f"HTTP {reply.status} from {method} {path}", retry_after=_retry_after(reply))
+            raise RetryableError(
+                f"HTTP {reply.status} from {method} {path}",
+                retry_after=_retry_after(reply),
+                status=reply.status,
+            )
         if reply.status >= 400:
-            raise RejectedError(f"HTTP {reply.status} from {method} {path}: {_detail(reply)}")
+            refused = NotFoundError if reply.status == 404 else RejectedError
+            raise refused(f"HTTP {reply.status} from {method} {path}: {_detail(reply)}", reply.status)
         if reply.status == 204:
             return None
         try:
@@ -97,9 +133,10 @@ class Transport:
                 raise
             # A tracker answers this route whatever the run: a 404 says the URL does not lead to one.
             suffix = " without /api/v1" if self.url.endswith("/api/v1") else ""
-            raise RejectedError(
+            raise NotFoundError(
                 f"HTTP 404 from {self.url}/api/v1/runs: no Plateau tracker there; give the tracker's base "
-                f"URL{suffix}, like http://127.0.0.1:8765"
+                f"URL{suffix}, like http://127.0.0.1:8765",
+                404,
             ) from None
         return result
 
@@ -136,12 +173,94 @@ class Transport:
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 
-    def finish_run(self, run_id: int, status: str, timeout: float, ended_at: float | None = None) -> None:
+    def finish_run(
+        self, run_id: int, status: str, timeout: float | None = None, ended_at: float | None = None
+    ) -> None:
         """Mark the run ended; ``ended_at`` (unix seconds) when it ended earlier than now (a replay)."""
         body: dict[str, Any] = {"status": status}
         if ended_at is not None:
             body["ended_at"] = datetime.fromtimestamp(ended_at, timezone.utc).isoformat()
         self._send_json("POST", f"/api/v1/runs/{run_id}/finish", body, timeout=timeout)
 
+    # --- reading the tracker (the CLI, TensorBoard export, replay, the dashboard) ------------------------
+
+    def health(self) -> dict[str, Any]:
+        """``{status, version, database, store}`` of the tracker."""
+        result: dict[str, Any] = self._request("GET", "/api/v1/health")
+        return result
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._request("GET", f"/api/v1/runs/{run_id}")
+        return result
+
+    def runs(self, *, project: str | None = None, experiment: str | None = None) -> list[dict[str, Any]]:
+        """Every run (of ``project``/``experiment`` when given), oldest first, read page by page."""
+        found: list[dict[str, Any]] = []
+        while True:
+            params = {"project": project, "experiment": experiment, "limit": 1000, "offset": len(found)}
+            page = self._request(
+                "GET", "/api/v1/runs", params={k: v for k, v in params.items() if v is not None}
+            )
+            found += page["data"]
+            if not page["data"] or len(found) >= page["count"]:
+                return sorted(found, key=lambda run: int(run["id"]))
+
+    def keys(self, run_id: int) -> dict[str, Any]:
+        """``{keys, ranks}``: the run's metric keys, and the ranks that logged each."""
+        result: dict[str, Any] = self._request("GET", f"/api/v1/runs/{run_id}/keys")
+        return result
+
+    def history(self, run_id: int, key: str, rank: int = 0) -> Iterator[tuple[int, float, float]]:
+        """``(step, value, wall_time)`` of every point of ``key`` on ``rank``, in step order (pages of
+        100,000 points). ``NotFoundError`` when the run has no such key."""
+        start: int | None = 0
+        while start is not None:
+            params = {"key": key, "rank": rank, "start_step": start, "limit": 100_000}
+            page = self._request("GET", f"/api/v1/runs/{run_id}/history", params=params)
+            for point in page["points"]:
+                yield point["step"], _float(point["value"]), point["wall_time"]
+            start = page["next_step"]
+
+    def series(self, run_id: int, key: str, points: int = 2000, rank: int = 0) -> list[dict[str, Any]]:
+        """The key's curve downsampled by the tracker to at most ``points``; values decoded."""
+        params = {"key": key, "points": points, "rank": rank}
+        data: list[dict[str, Any]] = self._request("GET", f"/api/v1/runs/{run_id}/series", params=params)[
+            "points"
+        ]
+        return [{**point, "value": number(point["value"])} for point in data]
+
+    def decision_list(self, run_id: int) -> list[dict[str, Any]]:
+        """Every decision of the run, oldest first, as the API gives them (with their evidence)."""
+        data: list[dict[str, Any]] = self._request("GET", f"/api/v1/runs/{run_id}/decisions")["data"]
+        return data
+
+    def summary(self, run_id: int) -> dict[str, Any]:
+        """``{summary, convergence}``: the figures the trainer reported, and those the tracker derives."""
+        result: dict[str, Any] = self._request("GET", f"/api/v1/runs/{run_id}/summary")
+        return result
+
+    def run_health(self, run_id: int) -> dict[str, Any]:
+        """The run's distributed health: per-rank figures, straggler, staleness."""
+        result: dict[str, Any] = self._request("GET", f"/api/v1/runs/{run_id}/health")
+        return result
+
     def close(self) -> None:
         self._client.close()
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _float(value: Any) -> float:
+    decoded = number(value)
+    return math.nan if decoded is None else decoded
+
+
+def connect(url: str | None = None, *, token: str | None = None, timeout: float = 120.0) -> Transport:
+    """A client of the tracker at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765, with
+    ``token``, else ``$PLATEAU_TOKEN``: how every command finds its tracker."""
+    resolved = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
+    return Transport(resolved, timeout=timeout, token=token or os.environ.get("PLATEAU_TOKEN"))

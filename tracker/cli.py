@@ -443,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
         "policy", help="a JSON or YAML policy file, or a preset: default, default-sweep, median, patience-K"
     )
     replay.add_argument("--curves", nargs="*", help="JSON-lines curve files (OPDA schema)")
-    replay.add_argument("--url", default="http://127.0.0.1:8765", help="tracker for --experiment")
+    replay.add_argument("--url", help="tracker for --experiment (PLATEAU_URL, default http://127.0.0.1:8765)")
+    replay.add_argument("--token", help="API token for --experiment (PLATEAU_TOKEN)")
     replay.add_argument("--experiment", help="replay this experiment's stored runs from the tracker")
     replay.add_argument("--project", help="project of --experiment")
     replay.add_argument("--metric", default="val", help="the metric the policy watches")
@@ -521,19 +522,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line(exc: BaseException) -> str:
     """What went wrong with the tracker, in one line a user can act on."""
-    import httpx
+    from sdk.client import TrackerError
 
-    if isinstance(exc, httpx.HTTPStatusError):
-        response = exc.response
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text[:200]
-        method = exc.request.method
-        return f"the tracker answered {response.status_code} to {method} {exc.request.url}: {detail}"
-    if isinstance(exc, httpx.RequestError):
-        where = exc.request.url.copy_with(path="/", query=None) if exc.request is not None else "?"
-        return f"cannot reach the tracker at {where} ({type(exc).__name__}: {exc or 'no answer'})"
+    if isinstance(exc, TrackerError):
+        if exc.status is None:
+            return f"cannot reach the tracker at {exc.url} ({exc})"
+        return f"the tracker at {exc.url} answered {exc}"
     return str(exc)
 
 
@@ -564,18 +558,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing is not None:
         print(missing, file=sys.stderr)
         return 1
-    try:
-        import httpx
+    from sdk.client import TrackerError
 
+    remote_errors: tuple[type[Exception], ...] = (TrackerError,)
+    try:
         from tracker.demo._server import TrackerUnavailableError
 
-        remote_errors: tuple[type[Exception], ...] = (
-            httpx.HTTPError,
-            httpx.InvalidURL,
-            TrackerUnavailableError,
-        )
-    except ImportError:  # a slim install runs `sync` alone, which speaks HTTP through the SDK
-        remote_errors = ()
+        remote_errors += (TrackerUnavailableError,)
+    except ImportError:  # a slim install runs `sync` alone, which needs no tracker code
+        pass
     try:
         with exit_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: the children a command started stop
             result: int = args.handler(args)

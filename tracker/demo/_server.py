@@ -8,12 +8,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from sdk._http import HttpClient, TransportErrors
+from sdk.client import TrackerClient, TrackerError
 from tracker.config import Settings
 from tracker.db.engine import store_identity
 from tracker.processes import exit_on_signals, start_child, stop_child, tracker_command
@@ -26,11 +27,11 @@ class TrackerUnavailableError(RuntimeError):
 def health_of(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
     """The answer of a Plateau tracker's health check at ``url``, None when no tracker answers there."""
     try:
-        response = httpx.get(f"{url.rstrip('/')}/api/v1/health", timeout=timeout)
-        body = response.json()
-    except (httpx.HTTPError, ValueError):
+        with TrackerClient(url, timeout=timeout) as client:
+            body = client.health()
+    except (TrackerError, ValueError):  # no answer, a refusal, or a URL that cannot be one
         return None
-    if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "ok":
+    if not isinstance(body, dict) or body.get("status") != "ok":
         return None
     return body
 
@@ -49,14 +50,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_for_http(url: str, process: subprocess.Popen[Any], timeout: float) -> bool:
     """Wait until ``url`` answers 200; False if ``process`` exits first or ``timeout`` passes."""
+    parts = urllib.parse.urlsplit(url)
+    base, path = f"{parts.scheme}://{parts.netloc}", parts.path
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    with HttpClient(base, timeout=1.0, connect_timeout=1.0, headers={}) as client:
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                if client.request("GET", path).status == 200:
+                    return True
+            except TransportErrors:
+                pass
+            time.sleep(0.2)
     return False
 
 

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-import httpx
-
+from sdk.client import NotFoundError, TrackerClient, connect
 from tracker.policy import Mode
 
 LR_KEY = "lr"
@@ -134,46 +133,28 @@ def load_jsonl(path: Path, *, metric: str, score: str) -> Iterator[Curve]:
                 yield curve
 
 
-def _history(client: httpx.Client, run_id: int, key: str) -> dict[int, tuple[float, float]]:
-    points: dict[int, tuple[float, float]] = {}
-    start: int | None = 0
-    while start is not None:
-        response = client.get(
-            f"/api/v1/runs/{run_id}/history", params={"key": key, "start_step": start, "limit": 100_000}
-        )
-        if response.status_code == 404:
-            return points
-        response.raise_for_status()
-        page = response.json()
-        for p in page["points"]:
-            value = p["value"]
-            points[p["step"]] = (
-                float(value) if not isinstance(value, str) else float(value.replace("Infinity", "inf")),
-                p["wall_time"],
-            )
-        start = page["next_step"]
-    return points
+def _history(client: TrackerClient, run_id: int, key: str) -> dict[int, tuple[float, float]]:
+    """Step -> (value, wall time) of rank 0's ``key``; empty when the run has no such key."""
+    try:
+        return {step: (value, wall_time) for step, value, wall_time in client.history(run_id, key)}
+    except NotFoundError:
+        return {}
 
 
 def load_tracker(
-    url: str, *, project: str | None, experiment: str, metric: str, score: str
+    url: str | None,
+    *,
+    project: str | None,
+    experiment: str,
+    metric: str,
+    score: str,
+    token: str | None = None,
 ) -> Iterator[Curve]:
-    """The stored runs of ``experiment`` (oldest first), read over the tracker's HTTP API."""
-    with httpx.Client(base_url=url.rstrip("/"), timeout=60) as client:
-        runs: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            params: dict[str, Any] = {"experiment": experiment, "limit": 1000, "offset": offset}
-            if project:
-                params["project"] = project
-            response = client.get("/api/v1/runs", params=params)
-            response.raise_for_status()
-            page = response.json()
-            runs += page["data"]
-            offset += len(page["data"])
-            if not page["data"] or offset >= page["count"]:
-                break
-        for run in sorted(runs, key=lambda r: r["id"]):
+    """The stored runs of ``experiment`` (oldest first), read over the tracker's HTTP API (``url``, else
+    ``$PLATEAU_URL``; ``token``, else ``$PLATEAU_TOKEN``)."""
+    with connect(url, token=token) as client:
+        runs = client.runs(project=project, experiment=experiment)
+        for run in runs:
             watched = _history(client, run["id"], metric)
             if not watched:
                 continue

@@ -84,6 +84,7 @@ def run_replay(args: Any) -> int:
         if args.experiment:
             curves += load_tracker(
                 args.url,
+                token=args.token,
                 project=args.project,
                 experiment=args.experiment,
                 metric=args.metric,

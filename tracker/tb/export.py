@@ -32,8 +32,8 @@ from tensorboard.plugins.text import metadata as text_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
+from sdk.client import TrackerClient, connect
 from tracker.tb import _tags
-from tracker.tb._api import TrackerApi
 
 # Suffix of the event files export writes: a re-export removes the previous ones it finds, and only those.
 FILE_SUFFIX = ".plateau"
@@ -142,7 +142,7 @@ def _decision_text(decisions: list[dict[str, Any]]) -> str:
     return "\n\n".join(lines)
 
 
-def _write_run(api: TrackerApi, run: dict[str, Any], directory: Path) -> RunExport:
+def _write_run(api: TrackerClient, run: dict[str, Any], directory: Path) -> RunExport:
 
     directory.mkdir(parents=True, exist_ok=True)
     previous = sorted(directory.glob(f"*tfevents*{FILE_SUFFIX}"))
@@ -152,7 +152,7 @@ def _write_run(api: TrackerApi, run: dict[str, Any], directory: Path) -> RunExpo
     try:
         for value in _hparams_values(run):
             writer.add_event(_event(0, start_time, value))
-        key_ranks = api.key_ranks(run["id"])
+        key_ranks: dict[str, list[int]] = api.keys(run["id"])["ranks"]
         for key, ranks in key_ranks.items():
             per_rank = ranks != [0]
             for rank in ranks:
@@ -161,7 +161,7 @@ def _write_run(api: TrackerApi, run: dict[str, Any], directory: Path) -> RunExpo
                 for step, value, wall_time in api.history(run["id"], key, rank):
                     writer.add_event(_event(step, wall_time, _scalar_value(tag, value)))
                     report.points += 1
-        decisions = [d for d in api.decisions(run["id"]) if d["action"] != "continue"]
+        decisions = [d for d in api.decision_list(run["id"]) if d["action"] != "continue"]
         report.decisions = len(decisions)
         by_step: dict[int, list[dict[str, Any]]] = {}
         for decision in decisions:
@@ -212,11 +212,11 @@ def export_runs(
     """Write the given runs (or every run of ``experiment``) under ``logdir``, one folder per run, named
     ``<name>-<id>`` so it is the same folder on every export."""
     report = ExportReport()
-    with TrackerApi(url, token) as api:
+    with connect(url, token=token) as api:
         if run_ids:
             runs = [api.run(run_id) for run_id in run_ids]
         elif experiment is not None:
-            runs = api.runs(experiment=experiment, project=project)
+            runs = api.runs(project=project, experiment=experiment)
         else:
             raise ValueError("name runs or an experiment to export")
         for run in runs:

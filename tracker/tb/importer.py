@@ -23,9 +23,9 @@ from tensorboard.backend.event_processing.event_file_loader import LegacyEventFi
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
+from sdk.client import connect
 from tracker.schemas.metrics import MAX_POINT_OBJECTS
 from tracker.tb import _tags
-from tracker.tb._api import TrackerApi
 
 BATCH_POINTS = MAX_POINT_OBJECTS  # the tracker's bound on one batch in the points form
 
@@ -139,7 +139,7 @@ def import_logdir(
 ) -> ImportReport:
     """Import every event-file folder under ``logdir`` as a finished run of ``experiment``."""
     report = ImportReport()
-    with TrackerApi(url, token) as api:
+    with connect(url, token=token) as api:
         for directory in event_dirs(logdir):
             data = read_run(directory)
             relative = directory.relative_to(logdir).as_posix()
@@ -175,8 +175,8 @@ def import_logdir(
                 # The batch id is the content's hash: the same points again are acknowledged, not
                 # re-applied, and a folder that has grown since sends its new points under new ids.
                 digest = hashlib.sha256(json.dumps([run_key, number, batch]).encode()).hexdigest()[:48]
-                answer = api.ingest(created["id"], f"tb-{digest}", batch)
-                result.accepted += answer["accepted"]
+                answer = api.send_points(created["id"], f"tb-{digest}", batch)
+                result.accepted += answer.accepted
             result.points = len(points)
             if data.summary:
                 # Counts were exported as floats (TensorBoard's scalars are); whole numbers come back whole.
@@ -185,6 +185,6 @@ def import_logdir(
                     {k: int(v) if v.is_integer() else v for k, v in data.summary.items()},
                 )
             if created["status"] == "running":
-                api.finish(created["id"], "finished")
+                api.finish_run(created["id"], "finished")
             report.runs.append(result)
     return report
