@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ torch = pytest.importorskip("torch")
 from sdk.integrations.transformers import RUN_FILE, PlateauCallback  # noqa: E402
 from tests._server import TrackerProcess  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 EVAL_STEPS = 4
 RULES = [{"rule": "patience", "patience": 2, "min_delta": 1e6}, {"rule": "checkpoint", "min_delta": 1e6}]
 
@@ -37,7 +42,7 @@ class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
         return {"input_ids": self.ids[index], "attention_mask": torch.ones(8), "labels": self.labels[index]}
 
 
-def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40) -> Any:
+def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40, *, ddp: bool = False) -> Any:
     config = transformers.BertConfig(
         vocab_size=50,
         hidden_size=16,
@@ -62,6 +67,7 @@ def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40) -> An
         use_cpu=True,
         disable_tqdm=True,
         load_best_model_at_end=False,
+        **({"ddp_backend": "gloo"} if ddp else {}),
     )
     return transformers.Trainer(
         model=model, args=args, train_dataset=Tokens(64, 0), eval_dataset=Tokens(16, 1), callbacks=[callback]
@@ -120,3 +126,20 @@ def test_a_fresh_training_in_the_same_folder_is_a_new_run(tracker: TrackerProces
     first = json.loads((output / RUN_FILE).read_text())["run_key"]
     _trainer(output, _callback(tracker), max_steps=EVAL_STEPS).train()
     assert json.loads((output / RUN_FILE).read_text())["run_key"] != first
+
+
+def test_every_process_of_a_distributed_training_stops_and_saves_alike(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """torchrun, two processes (gloo on CPU): one run, both processes stop at the same evaluation."""
+    output = tmp_path / f"ddp-{uuid.uuid4().hex[:6]}"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    command += ["-m", "tests._hf_ddp", tracker.url, str(output)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")}
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads((output / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert [(r["global_step"], r["stopped"]) for r in results] == [(3 * EVAL_STEPS, True)] * 2
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == [f"checkpoint-{EVAL_STEPS}"]
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": output.name}).json()["data"]
+    assert [(r["world_size"], r["status"], r["stop_step"]) for r in runs] == [(2, "stopped", 3 * EVAL_STEPS)]
