@@ -167,7 +167,7 @@ def test_remote_errors_are_one_line_and_exit_1(tracker: TrackerProcess, tmp_path
 
 def test_replay_of_a_missing_policy_file_says_the_file_is_missing(tmp_path: Path) -> None:
     result = _plateau("replay", str(tmp_path / "my-policy.yaml"), "--curves", str(tmp_path / "c.jsonl"))
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert "no such policy file" in result.stderr
     assert "default-sweep" in result.stderr
     assert "unknown preset" not in result.stderr

@@ -151,7 +151,7 @@ def test_replay_refuses_a_bad_policy(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"rules": [{"rule": "patience", "patience": 0}]}')
     out = plateau_replay(str(bad), "--curves", "x")
-    assert out.returncode == 2
+    assert out.returncode == 1
     assert "patience" in out.stderr
 
 

@@ -57,7 +57,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 "`plateau token create --project P --scope write`, or pass --insecure.",
                 file=sys.stderr,
             )
-            return 2
+            return 1
     if settings.is_sqlite() and args.workers > 1:
         print(
             "plateau serve: SQLite has one writer at a time; several workers only queue on its lock "
@@ -115,7 +115,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
                 auth.revoke_token(database, args.id)
             except NotFoundError as exc:
                 print(f"plateau token revoke: {exc}", file=sys.stderr)
-                return 2
+                return 1
             print(f"token {args.id} revoked")
     finally:
         database.dispose()
@@ -162,7 +162,7 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
             "plateau dashboard needs the dashboard extra: pip install 'plateau-tracker[dashboard]'",
             file=sys.stderr,
         )
-        return 2
+        return 1
     settings = _settings(args)
     app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
     with tracker_for_demo(settings, args.url) as url:
@@ -278,7 +278,7 @@ def _needs_tensorboard(command: str) -> bool:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     if _needs_tensorboard("export"):
-        return 2
+        return 1
     from tracker.tb import export_runs
 
     token = args.token or os.environ.get("PLATEAU_TOKEN")
@@ -308,13 +308,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     if _needs_tensorboard("import"):
-        return 2
+        return 1
     from tracker.tb import import_logdir
 
     logdir = Path(args.logdir)
     if not logdir.is_dir():
         print(f"plateau import: {logdir} is not a folder", file=sys.stderr)
-        return 2
+        return 1
     token = args.token or os.environ.get("PLATEAU_TOKEN")
     with _tracker_url(args) as url:
         report = import_logdir(logdir, url, experiment=args.experiment, project=args.project, token=token)

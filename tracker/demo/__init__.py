@@ -47,7 +47,7 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
             "pip install torch==2.13.0 'plateau-tracker[torch]'",
             file=sys.stderr,
         )
-        return 2
+        return 1
     from tracker.demo._server import tracker_for_demo
 
     checkpoint_dir = Path(settings.home).expanduser() / "demo" / "checkpoints"

@@ -75,7 +75,7 @@ def run_replay(args: Any) -> int:
         policy = policy_for(args.mode or "max")
     except (ValueError, ValidationError, OSError, yaml.YAMLError) as exc:
         print(f"plateau replay: bad policy {args.policy!r}: {exc}", file=sys.stderr)
-        return 2
+        return 1
     started = time.perf_counter()
     curves: list[Curve] = []
     try:
@@ -92,14 +92,14 @@ def run_replay(args: Any) -> int:
             )
     except (OSError, ValueError) as exc:
         print(f"plateau replay: {exc}", file=sys.stderr)
-        return 2
+        return 1
     if args.source:
         curves = [c for c in curves if c.source in set(args.source)]
     if not curves:
         print(
             "plateau replay: no curves to replay (give --curves FILE or --experiment NAME)", file=sys.stderr
         )
-        return 2
+        return 1
     reports, stops = replay_sources(
         policy_for, curves, sweep=args.sweep, include_incomplete=args.include_incomplete, mode=args.mode
     )
