@@ -23,6 +23,7 @@ from tracker.services.auth import Authenticator
 from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
+from tracker.services.wakeups import Listener
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -51,6 +52,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.deliverer = deliverer
         app.state.ingest_services = IngestServices(database, app.state.keys, app.state.notifier, deliverer)
         deliverer.start()  # also delivers what a previous process committed but never sent
+        listener = None
+        if not database.is_sqlite:  # other replicas' changes wake this one's long-polls and webhooks
+            notifier = app.state.notifier
+            listener = Listener(
+                url, on_run=notifier.notify, on_deliveries=deliverer.poke, on_down=notifier.wake_all
+            )
+            listener.start()
+            listener.wait_up(5.0)
+        app.state.listener = listener
         # Everything made so far (modules, the app, the engine) lives as long as the process: keep it out
         # of the collector's full scans, which otherwise walk it again and again under ingest's churn.
         gc.collect()
@@ -58,6 +68,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if listener is not None:
+                await asyncio.to_thread(listener.stop)
             await deliverer.stop()
             database.dispose()
 

@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     # Longest long-poll a client may ask for; keeps idle connections bounded.
     max_wait_seconds: float = Field(default=60.0, gt=0)
+    # A long-poll looks at the database this often when no notification can wake it: SQLite (another
+    # worker process may write), or PostgreSQL while the listening connection is down.
+    longpoll_fallback_s: float = Field(default=0.25, gt=0, le=60)
     # Largest request body accepted by the ingest route, in bytes.
     max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     # Webhook delivery: how often to look for due deliveries, and the retry backoff.

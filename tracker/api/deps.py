@@ -23,6 +23,7 @@ from tracker.services.auth import Authenticator, Principal, check_project, check
 from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
+from tracker.services.wakeups import Listener
 
 
 async def _database(request: Request) -> Database:
@@ -43,6 +44,11 @@ async def _keys(request: Request) -> KeyCache:
 async def _notifier(request: Request) -> RunNotifier:
     notifier: RunNotifier = request.app.state.notifier
     return notifier
+
+
+async def _listener(request: Request) -> Listener | None:
+    listener: Listener | None = getattr(request.app.state, "listener", None)
+    return listener
 
 
 async def _deliverer(request: Request) -> Deliverer:
@@ -126,3 +132,4 @@ MetricBatchDep = Annotated[MetricBatch, Depends(_metric_batch)]
 KeysDep = Annotated[KeyCache, Depends(_keys)]
 IngestServicesDep = Annotated[IngestServices, Depends(_ingest_services)]
 NotifierDep = Annotated[RunNotifier, Depends(_notifier)]
+ListenerDep = Annotated[Listener | None, Depends(_listener)]

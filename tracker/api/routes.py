@@ -14,6 +14,7 @@ from tracker.api.deps import (
     DelivererDep,
     IdPath,
     IngestServicesDep,
+    ListenerDep,
     MetricBatchDep,
     NotifierDep,
     PrincipalDep,
@@ -41,19 +42,19 @@ router = APIRouter(prefix="/api/v1")
 MAX_STEP = 2**62
 MAX_RANK = 100_000
 
-# Longest a long-poll sleeps between looks at the database, for changes made by other replicas.
-_POLL_INTERVAL_S = 0.25
-
 
 @router.get("/health", tags=["health"])
-async def get_server_health(database: DatabaseDep) -> dict[str, str]:
+async def get_server_health(database: DatabaseDep, listener: ListenerDep) -> dict[str, str]:
     # On the event loop, not in the worker threads: it must answer while they ingest a large batch.
-    # "store" tells a command whether this tracker is the one its settings name (tracker/demo/_server.py).
+    # "store" tells a command whether this tracker is the one its settings name (tracker/demo/_server.py);
+    # "wakeups" how other replicas' changes reach long-polls: notifications, or polling while they cannot.
+    wakeups = "local" if listener is None else ("notify" if listener.up else "poll")
     return {
         "status": "ok",
         "version": __version__,
         "database": database.engine.dialect.name,
         "store": database.identity,
+        "wakeups": wakeups,
     }
 
 
@@ -141,6 +142,7 @@ async def get_decision(
     database: DatabaseDep,
     settings: SettingsDep,
     notifier: NotifierDep,
+    listener: ListenerDep,
     after: Annotated[
         int | None, Query(ge=0, le=MAX_STEP, description="wait for a decision newer than this seq")
     ] = None,
@@ -159,7 +161,10 @@ async def get_decision(
         remaining = deadline - time.monotonic()
         if ready or remaining <= 0:
             return decision
-        await notifier.wait(event, min(remaining, _POLL_INTERVAL_S))
+        # With notifications up, every change of the run wakes the event (and their loss wakes it too):
+        # no look at the database until then. Otherwise look again on the fallback timer.
+        listening = listener is not None and listener.up
+        await notifier.wait(event, remaining if listening else min(remaining, settings.longpoll_fallback_s))
 
 
 @router.get("/runs/{run_id}/decisions", dependencies=[Depends(read_run)], tags=["decisions"])

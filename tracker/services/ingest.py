@@ -29,6 +29,7 @@ from tracker.services import _point_store, decisions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.convert import decision_public, judged_step
 from tracker.services.keys import KeyCache
+from tracker.services.wakeups import announce
 
 # A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
 # before, keyed by key id: (key_id, rank) -> step -> (value, wall_time).
@@ -84,6 +85,8 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
             },
         )
         session.flush()  # the rules' changes to the run, their states and decisions, if any
+        if accepted:
+            announce(session, run_id, deliveries=deliveries > 0)  # other replicas' long-polls, at commit
         result = IngestResult(
             accepted=accepted,
             duplicates=duplicates,

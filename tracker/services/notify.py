@@ -1,4 +1,5 @@
-"""Wakes this process's long-polls when a run changes. Other replicas' writes are found by polling."""
+"""Wakes this process's long-polls when a run changes. Other replicas' writes arrive through PostgreSQL's
+notifications (``tracker.services.wakeups``), or are found by polling where none can come."""
 
 from __future__ import annotations
 
@@ -34,6 +35,18 @@ class RunNotifier:
         if loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._wake, run_id)
+
+    def wake_all(self) -> None:
+        """Wake every waiter (the listening connection went down: they go back to polling)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
 
     def _wake(self, run_id: int) -> None:
         event = self._events.pop(run_id, None)

@@ -15,6 +15,7 @@ from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
 from tracker.services import decisions, webhooks
 from tracker.services._upsert import insert_ignore
 from tracker.services.convert import run_public
+from tracker.services.wakeups import announce
 
 
 def _aware(moment: datetime) -> datetime:
@@ -156,5 +157,6 @@ def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
             # began or after the tracker heard of it.
             run.ended_at = now if ended is None else min(now, max(_aware(run.started_at), ended))
             webhooks.enqueue(session, run, "run_finished", None)
+        announce(session, run_id, deliveries=first_end)
         session.flush()
         return _public(session, run)
