@@ -50,6 +50,14 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _command(pid: int) -> str:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return f"{pid} ({state}): " + Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:200]
+    except OSError:
+        return f"{pid} (gone)"
+
+
 def _wait(condition: object, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -87,7 +95,7 @@ def test_dashboard_children_end_with_it(tmp_path: Path, signum: int) -> None:
         process.wait(timeout=30)
         assert _wait(lambda: not any(_alive(pid) for pid in children), 20), (
             f"children left running after {signal.Signals(signum).name}: "
-            f"{[pid for pid in children if _alive(pid)]}"
+            f"{[_command(pid) for pid in children if _alive(pid)]}"
         )
     finally:
         if process.poll() is None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -44,9 +45,16 @@ def exit_on_signals() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+def _die_with(parent: int) -> Callable[[], None]:
+    def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        # The parent may have died between the fork and the prctl (a loaded machine, a kill -9 right
+        # after the start): then no signal would ever come, so act on it now.
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGTERM)
+
+    return die_with_parent
 
 
 def start_child(
@@ -56,7 +64,7 @@ def start_child(
     output: dict[str, Any] = {"stdout": log, "stderr": subprocess.STDOUT} if log is not None else {}
     on_linux = sys.platform.startswith("linux")
     return subprocess.Popen(
-        list(command), env=env, preexec_fn=_die_with_parent if on_linux else None, **output
+        list(command), env=env, preexec_fn=_die_with(os.getpid()) if on_linux else None, **output
     )
 
 
