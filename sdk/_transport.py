@@ -196,14 +196,17 @@ class Transport:
     def runs(self, *, project: str | None = None, experiment: str | None = None) -> list[dict[str, Any]]:
         """Every run (of ``project``/``experiment`` when given), oldest first, read page by page."""
         found: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"project": project, "experiment": experiment, "limit": 1000}
+        params = {k: v for k, v in params.items() if v is not None}
         while True:
-            params = {"project": project, "experiment": experiment, "limit": 1000, "offset": len(found)}
-            page = self._request(
-                "GET", "/api/v1/runs", params={k: v for k, v in params.items() if v is not None}
-            )
+            page = self._request("GET", "/api/v1/runs", params=params)
             found += page["data"]
             if not page["data"] or len(found) >= page["count"]:
                 return sorted(found, key=lambda run: int(run["id"]))
+            if "next" in page:  # by key: each page costs the same
+                params["before"] = page["next"]
+            else:  # a tracker before the keyset cursor
+                params["offset"] = len(found)
 
     def keys(self, run_id: int) -> dict[str, Any]:
         """``{keys, ranks}``: the run's metric keys, and the ranks that logged each."""

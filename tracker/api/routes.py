@@ -77,15 +77,26 @@ def list_runs(
     project: Annotated[Text | None, Query(max_length=200)] = None,
     experiment: Annotated[Text | None, Query(max_length=200)] = None,
     status: RunStatus | None = None,
+    name: Annotated[Text | None, Query(max_length=200, description="runs whose name contains this")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
+    before: Annotated[
+        int | None, Query(ge=1, le=MAX_STEP, description="the page after this run id (the last page's next)")
+    ] = None,
 ) -> RunsPublic:
-    """Runs, newest first; a token sees its own project's runs only."""
+    """Runs, newest first, each with its latest decision; a token sees its own project's runs only."""
     if principal is not None:
         check_project(principal, project or principal.project, write=False)
         project = principal.project
     return runs.list_runs(
-        database, project=project, experiment=experiment, status=status, limit=limit, offset=offset
+        database,
+        project=project,
+        experiment=experiment,
+        status=status,
+        name=name,
+        limit=limit,
+        offset=offset,
+        before=before,
     )
 
 

@@ -95,3 +95,6 @@ class RunPublic(Schema):
 class RunsPublic(Schema):
     data: list[RunPublic]
     count: int
+    next: int | None = Field(
+        default=None, description="pass as `before` for the next page (keyset); null on the last page"
+    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select, tuple_
 from sqlalchemy.orm import Session, defer
 
 from tracker.db import models
@@ -48,6 +49,36 @@ def latest(session: Session, run: models.Run) -> DecisionPublic:
             .limit(1)
         ).scalar_one_or_none()
     return decision_public(row) if row is not None else no_decision(run)
+
+
+def latest_of(session: Session, runs: Sequence[models.Run]) -> dict[int, DecisionPublic]:
+    """:func:`latest` for many runs in one statement (two when some run's newest decision is an alert):
+    each run's newest decision is at its ``decision_seq``, read by primary key."""
+    wanted = [(run.id, run.decision_seq) for run in runs if run.decision_seq]
+    found: dict[int, DecisionPublic] = {}
+    alerted: list[int] = []
+    if wanted:
+        key = tuple_(models.Decision.run_id, models.Decision.seq)
+        for row in session.execute(select(models.Decision).where(key.in_(wanted))).scalars():
+            if row.action == "alert":
+                alerted.append(row.run_id)
+            else:
+                found[row.run_id] = decision_public(row)
+    if alerted:  # the newest decision for the trainer is the newest that is not an alert
+        newest = (
+            select(models.Decision.run_id, func.max(models.Decision.seq).label("seq"))
+            .where(models.Decision.run_id.in_(alerted), models.Decision.action != "alert")
+            .group_by(models.Decision.run_id)
+            .subquery()
+        )
+        rows = session.execute(
+            select(models.Decision).join(
+                newest, (models.Decision.run_id == newest.c.run_id) & (models.Decision.seq == newest.c.seq)
+            )
+        ).scalars()
+        for row in rows:
+            found[row.run_id] = decision_public(row)
+    return {run.id: found.get(run.id) or no_decision(run) for run in runs}
 
 
 def at_step(session: Session, run: models.Run, step: int) -> DecisionPublic:

@@ -120,26 +120,42 @@ def list_runs(
     project: str | None = None,
     experiment: str | None = None,
     status: str | None = None,
+    name: str | None = None,
     limit: int = 100,
     offset: int = 0,
+    before: int | None = None,
 ) -> RunsPublic:
-    """Runs, newest first, filtered by project, experiment and status; ``count`` is the total matched."""
-    query = select(models.Run)
+    """Runs, newest first, filtered by project, experiment, status and a part of the name; ``count`` is
+    the total matched. ``before`` (a run id, the last page's ``next``) reads the page after it by key,
+    which costs the same on page 1 and page 100 (``offset`` walks past every skipped run).
+
+    Three statements whatever the page holds: the count, the runs with their project and experiment
+    names, and their latest decisions (the runs list used to cost one query per run)."""
+    run, project_table, experiment_table = models.Run, models.Project, models.Experiment
+    query = (
+        select(run, project_table.name, experiment_table.name)
+        .join(project_table, project_table.id == run.project_id)
+        .join(experiment_table, experiment_table.id == run.experiment_id)
+    )
     if project is not None:
-        query = query.join(models.Project, models.Project.id == models.Run.project_id).where(
-            models.Project.name == project
-        )
+        query = query.where(project_table.name == project)
     if experiment is not None:
-        query = query.join(models.Experiment, models.Experiment.id == models.Run.experiment_id).where(
-            models.Experiment.name == experiment
-        )
+        query = query.where(experiment_table.name == experiment)
     if status is not None:
-        query = query.where(models.Run.status == status)
+        query = query.where(run.status == status)
+    if name is not None:
+        query = query.where(func.lower(run.name).contains(name.lower(), autoescape=True))
     with db.session() as session:
         count = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
-        rows = session.execute(query.order_by(models.Run.id.desc()).limit(limit).offset(offset)).scalars()
-        data = [_public(session, run) for run in rows]
-    return RunsPublic(data=data, count=count)
+        page = query.order_by(run.id.desc()).limit(limit)
+        page = page.where(run.id < before) if before is not None else page.offset(offset)
+        rows = session.execute(page).all()
+        latest = decisions.latest_of(session, [row[0] for row in rows])
+        data = [
+            run_public(row[0], project=row[1], experiment=row[2], decision=latest[row[0].id]) for row in rows
+        ]
+    following = data[-1].id if len(data) == limit else None
+    return RunsPublic(data=data, count=count, next=following)
 
 
 def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:

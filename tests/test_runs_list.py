@@ -1,0 +1,99 @@
+"""The runs list in a fixed number of statements, whatever the page holds, with each run's latest decision
+exactly as the one-run read gives it; pages by key; a name filter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from tracker.db import migrate
+from tracker.db.engine import Database
+from tracker.db.prepare import prepare_schema
+from tracker.schemas.metrics import MetricBatch
+from tracker.schemas.runs import RunCreate
+from tracker.services import runs
+from tracker.services.ingest import ingest
+from tracker.services.keys import KeyCache
+
+POLICY = {
+    "monitor": "v",
+    "rules": [
+        {"rule": "patience", "patience": 2},
+        {"rule": "checkpoint"},
+        {"rule": "threshold", "stop_at": -5},
+    ],
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        migrate.upgrade(url, "head")
+    else:
+        url = f"sqlite:///{tmp_path / 'runs.db'}"
+        prepare_schema(url)
+    db = Database(url)
+    keys = KeyCache()
+    for index in range(40):
+        created = runs.create_or_join(
+            db,
+            RunCreate(project="p", experiment="e" if index % 2 else "f", name=f"run-{index}", policy=POLICY),
+        )
+        values = [1.0, 0.5, 0.6, 0.7, 0.8][: 1 + index % 5]
+        points = [{"key": "v", "step": step + 1, "value": value} for step, value in enumerate(values)]
+        ingest(db, keys, created.id, MetricBatch.model_validate({"batch_id": "b", "points": points}))
+        if index % 7 == 3:  # a late point: the newest decision is an alert, and the list shows the one before
+            late = [{"key": "v", "step": 0, "value": 2.0}]
+            ingest(db, keys, created.id, MetricBatch.model_validate({"batch_id": "late", "points": late}))
+    yield db
+    db.dispose()
+
+
+def _statements(db: Database) -> list[str]:
+    seen: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.split(None, 1)[0].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE"):  # not BEGIN
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    return seen
+
+
+def test_a_page_costs_the_same_statements_whatever_it_holds(database: Database) -> None:
+    seen = _statements(database)
+    small = runs.list_runs(database, project="p", limit=1)
+    small_cost = len(seen)
+    seen.clear()
+    large = runs.list_runs(database, project="p", limit=40)
+    assert small_cost == 3, seen  # count, runs with their names, decisions (the newest run has no alert)
+    assert len(seen) == 4  # + the newest non-alert decision of the runs whose newest is an alert
+    assert [run.id for run in large.data[:1]] == [run.id for run in small.data]
+    for listed in large.data:  # each run as the one-run read shows it, latest decision included
+        assert listed == runs.get(database, listed.id)
+    alerted = [run for run in large.data if run.name in {f"run-{i}" for i in range(3, 40, 7)}]
+    assert alerted
+    assert all(run.decision.action != "alert" for run in alerted)
+
+
+def test_pages_by_key_cover_every_run_once_newest_first(database: Database) -> None:
+    ids, before = [], None
+    while True:
+        page = runs.list_runs(database, project="p", experiment="e", limit=7, before=before)
+        ids += [run.id for run in page.data]
+        if page.next is None:
+            break
+        before = page.next
+    by_offset = runs.list_runs(database, project="p", experiment="e", limit=1000)
+    assert ids == [run.id for run in by_offset.data]
+    assert len(ids) == by_offset.count == 20
+
+
+def test_the_name_filter_matches_a_part_of_the_name(database: Database) -> None:
+    found = runs.list_runs(database, name="N-1")  # case does not matter
+    assert sorted(run.name for run in found.data) == sorted(["run-1", *(f"run-{i}" for i in range(10, 20))])
+    assert found.count == 11
