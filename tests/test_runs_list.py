@@ -97,3 +97,7 @@ def test_the_name_filter_matches_a_part_of_the_name(database: Database) -> None:
     found = runs.list_runs(database, name="N-1")  # case does not matter
     assert sorted(run.name for run in found.data) == sorted(["run-1", *(f"run-{i}" for i in range(10, 20))])
     assert found.count == 11
+
+
+def test_a_cursor_past_every_id_reads_the_first_page(database: Database) -> None:
+    assert runs.list_runs(database, before=2**40, limit=5).data == runs.list_runs(database, limit=5).data

@@ -114,6 +114,9 @@ def get(db: Database, run_id: int) -> RunPublic:
         return _public(session, decisions.get_run_row(session, run_id))
 
 
+_MAX_RUN_ID = 2**31 - 1
+
+
 def list_runs(
     db: Database,
     *,
@@ -148,7 +151,8 @@ def list_runs(
     with db.session() as session:
         count = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         page = query.order_by(run.id.desc()).limit(limit)
-        page = page.where(run.id < before) if before is not None else page.offset(offset)
+        # Run ids are 32-bit: a larger cursor is before every run (PostgreSQL refuses the comparison).
+        page = page.where(run.id < min(before, _MAX_RUN_ID)) if before is not None else page.offset(offset)
         rows = session.execute(page).all()
         latest = decisions.latest_of(session, [row[0] for row in rows])
         data = [
