@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 
+from tracker.processes import stop_child
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -83,13 +85,7 @@ def wait_until_healthy(
 
 def stop_process(process: subprocess.Popen[bytes], *, timeout: float) -> None:
     """Terminate ``process`` and wait; kill it if it is still there after ``timeout`` seconds."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop_child(process, grace=timeout)
 
 
 def _limit_files(count: int) -> None:

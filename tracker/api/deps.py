@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from tracker.config import Settings
 from tracker.db.engine import Database
+from tracker.db.models import MAX_ID
 from tracker.schemas._common import Text
 from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.services.auth import Authenticator, Principal, check_project, check_run
@@ -70,9 +71,7 @@ AuthDep = Annotated[Authenticator, Depends(_authenticator)]
 PrincipalDep = Annotated[Principal | None, Depends(_principal)]
 
 
-# Ids are 32-bit integer columns (PostgreSQL's INTEGER): a larger id in a path is refused as invalid (422)
-# rather than sent to the database, which would fail on it (a 500).
-MAX_ID = 2**31 - 1
+# A larger id in a path than the stores hold is refused as invalid (422) rather than sent to the database.
 IdPath = Annotated[int, Path(ge=0, le=MAX_ID)]
 ProjectPath = Annotated[Text, Path(min_length=1, max_length=200)]
 """A project name in a path: text the stores can hold (no NUL, no lone surrogate), or a 422 naming it."""

@@ -19,8 +19,9 @@ from anyio import to_thread
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tracker.api.deps import MAX_ID, IngestServices
+from tracker.api.deps import IngestServices
 from tracker.api.errors import body_too_large, read_body, replay_body
+from tracker.db.models import MAX_ID
 from tracker.errors import PlateauError
 from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.services import ingest

@@ -25,6 +25,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+MAX_ID = 2**31 - 1
+"""The largest id the stores hold: ids are 32-bit integer columns (PostgreSQL's INTEGER), and PostgreSQL
+refuses to compare one with a larger number (a 500 where a 422, or an empty answer, is meant)."""
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",

@@ -114,9 +114,6 @@ def get(db: Database, run_id: int) -> RunPublic:
         return _public(session, decisions.get_run_row(session, run_id))
 
 
-_MAX_RUN_ID = 2**31 - 1
-
-
 def list_runs(
     db: Database,
     *,
@@ -151,8 +148,8 @@ def list_runs(
     with db.session() as session:
         count = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         page = query.order_by(run.id.desc()).limit(limit)
-        # Run ids are 32-bit: a larger cursor is before every run (PostgreSQL refuses the comparison).
-        page = page.where(run.id < min(before, _MAX_RUN_ID)) if before is not None else page.offset(offset)
+        # A cursor past every id the stores hold is before every run (PostgreSQL refuses the comparison).
+        page = page.where(run.id < min(before, models.MAX_ID)) if before is not None else page.offset(offset)
         rows = session.execute(page).all()
         latest = decisions.latest_of(session, [row[0] for row in rows])
         data = [
