@@ -183,6 +183,35 @@ def test_the_benchmarks_patience_frontier_matches_the_engine(opda_slice: Path) -
             assert replay_curve(policy, curve).stop_index == patience_stops(curve.watch, [k], "max")[k]
 
 
+def test_the_benchmarks_ceiling_and_interval(opda_slice: Path) -> None:
+    """The clairvoyant stop (each run at its watched best) costs no regret and saves what the watched
+    bests leave; the bootstrap interval holds the margin of the runs as drawn, and is a single point when
+    every run is the same run."""
+    from tests.benchmarks._frontier import (
+        clairvoyant_stops,
+        margin,
+        margin_interval,
+        outcome,
+        patience_frontier,
+        patience_stops,
+    )
+
+    curves = [c for c in load_jsonl(opda_slice, metric="val", score="val2") if c.complete][:60]
+    stops = clairvoyant_stops(curves, "max")
+    assert outcome(curves, stops, "max").regret == 0.0
+    assert all(c.watch[s] == max(c.watch) for c, s in zip(curves, stops, strict=True))
+    halfway = [len(c.watch) // 2 for c in curves]  # a policy off the frontier: its margin varies by draw
+    point = margin(outcome(curves, halfway, "max"), list(patience_frontier(curves, "max").values()))
+    low, high = margin_interval(curves, halfway, "max", resamples=200)
+    assert low <= point <= high
+    assert low < high
+    one = [curves[0]] * 10
+    stop = patience_stops(one[0].watch, [3], "max")[3]
+    low, high = margin_interval(one, [stop] * 10, "max", resamples=50)
+    frontier = list(patience_frontier(one, "max").values())
+    assert low == high == margin(outcome(one, [stop] * 10, "max"), frontier)
+
+
 def test_replay_hands_the_files_series_to_the_rules(tmp_path: Path) -> None:
     """A curve file's per-checkpoint series (here ``lr``) reach the rules under their own names; the
     file's ``mode`` orients the watched loss and ``score_mode`` the accuracy its regret is scored on."""

@@ -24,11 +24,18 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks._frontier import Point, margin, outcome, patience_frontier
+from tests.benchmarks._frontier import (
+    Point,
+    clairvoyant_stops,
+    margin,
+    margin_interval,
+    outcome,
+    patience_frontier,
+)
 from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
@@ -55,13 +62,19 @@ class Source:
     curves: list[Curve]
 
 
-def load_sources(opda: Path | None, corpora: Sequence[Path]) -> dict[str, Source]:
+def load_sources(
+    opda: Path | None, corpora: Sequence[Path], without: Sequence[str] = ()
+) -> dict[str, Source]:
+    """Complete runs by source; ``without`` drops those series from every run (``lr``: replay as if no
+    trainer had logged its learning rate)."""
     sources: dict[str, Source] = {}
     files = ([opda] if opda else []) + list(corpora)
     for path in files:
         for curve in load_jsonl(path, metric="val", score="val2"):
             if not curve.complete:
                 continue
+            if without:
+                curve = replace(curve, extras={k: v for k, v in curve.extras.items() if k not in without})
             family = curve.family or OPDA_FAMILIES.get(curve.source, curve.source)
             source = sources.setdefault(curve.source, Source(curve.source, family, curve.mode or "max", []))
             source.curves.append(curve)
@@ -93,13 +106,19 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, dict[str, int]]:
+def replay_stops(rules: list[dict[str, Any]], source: Source) -> tuple[list[int], dict[str, int]]:
+    """Where the policy stops each run of the source, and how many stops each rule made."""
     policy = PolicySpec.model_validate({"monitor": "val", "mode": source.mode, "rules": rules})
     results = [replay_curve(policy, c) for c in source.curves]
     counts: dict[str, int] = defaultdict(int)
     for r in results:
         counts[r.stopped_by or "-"] += 1
-    return outcome(source.curves, [r.stop_index for r in results], source.mode), dict(counts)
+    return [r.stop_index for r in results], dict(counts)
+
+
+def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, dict[str, int]]:
+    stops, counts = replay_stops(rules, source)
+    return outcome(source.curves, stops, source.mode), counts
 
 
 def evaluation_cost(sources: dict[str, Source], runs_per_source: int = 40) -> tuple[float, float]:
@@ -148,13 +167,15 @@ def main() -> None:
     parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES, help="OPDA curves")
     parser.add_argument("--corpus", type=Path, nargs="*", default=[DEFAULT_CORPUS])
     parser.add_argument("--no-lofo", action="store_true", help="replay the shipped default only")
+    parser.add_argument("--without", action="append", default=[], metavar="KEY", help="drop a series")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (0: none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     corpora = [p for p in args.corpus if p.exists()]
     missing = [p for p in args.corpus if not p.exists()]
     if missing:
         print(f"(no corpus at {', '.join(map(str, missing))}: python -m tests.benchmarks.corpus makes it)")
-    sources = load_sources(args.curves if args.curves.exists() else None, corpora)
+    sources = load_sources(args.curves if args.curves.exists() else None, corpora, args.without)
     if not sources:
         raise SystemExit(f"no curves at {args.curves}; pass --curves or --corpus")
     started = time.perf_counter()
@@ -177,6 +198,14 @@ def main() -> None:
     }
     seconds = time.perf_counter() - started
     p50, p99 = evaluation_cost(sources)
+    intervals, ceilings = {}, {}
+    for name, src in sources.items():
+        frontier = list(frontiers[name].values())
+        clairvoyant = outcome(src.curves, clairvoyant_stops(src.curves, src.mode), src.mode)
+        ceilings[name] = margin(clairvoyant, frontier)
+        if args.resamples:
+            stops, _ = replay_stops(DEFAULT_RULES, src)
+            intervals[name] = margin_interval(src.curves, stops, src.mode, resamples=args.resamples)
     result = {
         "seconds": seconds,
         "evaluation_us": {"p50": 1e6 * p50, "p99": 1e6 * p99},
@@ -189,6 +218,8 @@ def main() -> None:
                 "default": vars(points["default"][name][0]),
                 "stopped_by": points["default"][name][1],
                 "margin": margins["default"][name],
+                "margin_90": intervals.get(name),
+                "ceiling": ceilings[name],
             }
             for name, src in sources.items()
         },
@@ -209,15 +240,22 @@ def main() -> None:
 
 
 def print_tables(result: dict[str, Any]) -> None:
-    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin", "default's stops"]
-    print("Per run: compute saved / mean regret (scored on val2, a held-out split)\n")
+    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin [90%]", "ceiling", "default's stops"]
+    print("Per run: compute saved / mean regret (scored on val2, a held-out split). margin [90%]: the")
+    print("default's margin over the patience-k frontier, with a bootstrap interval over the runs; ceiling:")
+    print("the margin of a clairvoyant rule that stops every run at its watched metric's best\n")
     print("| family | source | runs | " + " | ".join(heads) + " |")
     print("|---|---|---|" + "---|" * len(heads))
     for name, r in result["sources"].items():
         cells = [f"{r['patience'][k]['saved']:.3f} / {r['patience'][k]['regret']:.4f}" for k in TABLE_K]
         d = r["default"]
         stops = ", ".join(f"{rule} {n}" for rule, n in sorted(r["stopped_by"].items()) if rule != "-")
-        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", f"{100 * r['margin']:+.1f} pp", stops or "-"]
+        shown = f"{100 * r['margin']:+.1f} pp"
+        if r["margin_90"]:
+            low, high = r["margin_90"]
+            shown += f" [{100 * low:+.1f}, {100 * high:+.1f}]"
+        ceiling = f"{100 * r['ceiling']:+.1f} pp"
+        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", shown, ceiling, stops or "-"]
         print(f"| {r['family']} | {name} | {r['runs']} | " + " | ".join(cells) + " |")
     if result["lofo"]:
         print("\nLeave one family out: the candidate chosen on the other families, on the held-out one\n")
