@@ -198,3 +198,85 @@ def test_outlook_takes_jitter_at_chance_for_no_progress() -> None:
     naive = stop_of(judge([{**OUTLOOK, "learned_spread": 0.0}], values, ctx=plan, steps=epochs))
     assert naive is not None
     assert naive.step == 9
+
+
+RETREAT = {**OUTLOOK, "retreat": 0.05}
+
+
+def overfitting_loss(n: int, best_at: int) -> list[float]:
+    """A validation loss falling to its minimum at ``best_at``, then rising 0.03 per evaluation."""
+    fall = [0.48 + 0.52 * math.exp(-0.6 * i) for i in range(best_at + 1)]
+    return fall + [fall[-1] + 0.03 * (i + 1) for i in range(n - best_at - 1)]
+
+
+def test_retreat_stops_a_loss_that_has_left_its_best_and_says_why() -> None:
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    stop = stop_of(judge([RETREAT], values, mode="min", ctx=plan))
+    assert stop is not None
+    assert (stop.step, stop.best_step) == (14, 8)  # the 6 evaluations after the best all fall short
+    evidence = stop.evidence
+    assert evidence["shortfall"] == pytest.approx(0.03)
+    bars = (0.05 * evidence["progress"], 3.0 * evidence["step_noise"])
+    assert evidence["shortfall"] > evidence["bar"] == pytest.approx(max(bars))
+    assert "has stayed worse than its best" in stop.reason
+    assert "for its last 6 evaluations" in stop.reason
+    json.dumps(evidence)
+    # The pace alone waits: a rising loss spreads its last values wider than the run's progress.
+    alone = stop_of(judge([OUTLOOK], values, mode="min", ctx=plan))
+    assert alone is None or alone.step > 20
+
+
+# (id, values, planned steps, expected stop step or None, "retreat" or the pace's stop)
+RETREAT_TABLE = [
+    # Accuracy that peaked at step 8 and declines a step of 1/30 per evaluation: stopped once each of the
+    # last 6 evaluations falls short by more than 5% of the progress (0.038 here: two steps of 1/30).
+    (
+        "accuracy-overfits",
+        coarse([3, 8, 13, 17, 20, 22, 24, 25, 26, 25, 24, 23, 22, 21, 20, 19, 18]),
+        40,
+        15,
+        "retreat",
+    ),
+    # One step below the best on a coarse metric is less than 5% of the progress: not a retreat; the pace
+    # stops it once a whole doubling has passed without a new best.
+    ("coarse-dip-is-not-a-retreat", coarse([3, 8, 13, 17, 20, 22, 24, 25, 26] + [25] * 12), 40, 16, "pace"),
+    # Before 30% of the plan nothing stops, however far it has fallen.
+    ("too-early", coarse([3, 8, 13, 17, 20, 22, 24, 25, 26, 25, 24, 23, 22, 21, 20, 19]), 60, None, None),
+    # At chance, a lucky spike is no best to retreat from (OPDA DeBERTa, run 765: it climbed to 0.63 once
+    # its rate had decayed): the values' shortfall from it is within 3x their step-to-step noise.
+    (
+        "chance-spike",
+        [
+            *(0.327, 0.327, 0.327, 0.354, 0.318, 0.318, 0.327, 0.354, 0.318, 0.354, 0.354, 0.388, 0.354),
+            *(0.318, 0.354, 0.327, 0.327, 0.354, 0.327, 0.327, 0.354, 0.354, 0.327, 0.327, 0.355, 0.327),
+        ],
+        37,
+        None,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "planned", "step", "kind"), RETREAT_TABLE, ids=[r[0] for r in RETREAT_TABLE]
+)
+def test_retreat_table(id_, values, planned, step, kind) -> None:
+    stop = stop_of(judge([RETREAT], values, ctx=Context(planned_steps=planned)))
+    if step is None:
+        assert stop is None, stop.reason
+    else:
+        assert stop is not None
+        assert stop.step == step
+        assert ("shortfall" in stop.evidence) == (kind == "retreat")
+
+
+def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() -> None:
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    rules = [{**RETREAT, "lr_key": "lr", "lr_fraction": 0.3}]
+    decaying = {"lr": [1.0 - i / 40 for i in range(40)]}  # below 30% of its peak from step 29 (0.275)
+    stop = stop_of(judge(rules, values, mode="min", extras=decaying, ctx=plan))
+    assert stop is not None
+    assert stop.step == 29
+    assert stop_of(judge(rules, values, mode="min", ctx=plan)).step == 14  # no rate logged: no guard

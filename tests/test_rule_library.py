@@ -396,6 +396,7 @@ ALL_RULES = [
     {"rule": "forecast", "window": 5, "delta": 0.01, "planned_steps": 40},
     {"rule": "outlook", "min_evaluations": 4, "min_progress": 0, "relative_delta": 0.2, "planned_steps": 40},
     {"rule": "outlook", "min_evaluations": 4, "noise_discount": 1.0, "lr_key": "t", "lr_fraction": 0.5},
+    {"rule": "outlook", "min_evaluations": 4, "min_progress": 0, "retreat": 0.05, "retreat_window": 3},
     {"rule": "budget", "max_steps": 35},
 ]
 

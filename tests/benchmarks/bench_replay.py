@@ -88,10 +88,10 @@ def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[s
 def candidates() -> dict[str, list[dict[str, Any]]]:
     """The shipped default and its neighbours in the parameters that matter, for the LOFO choice."""
     out: dict[str, list[dict[str, Any]]] = {"default": DEFAULT_RULES}
-    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (0.0, 1.0), (0.0, 3.0))
-    for rel, lr_fraction, progress, discount, spread in grid:
+    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (None, 0.05), (0.0, 3.0))
+    for rel, lr_fraction, progress, retreat, spread in grid:
         label = (
-            f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, noise discount {discount:g}, "
+            f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, retreat {retreat or 'off'}, "
             f"learned spread {spread:g}"
         )
         out[label] = _with(
@@ -100,7 +100,7 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
             relative_delta=rel,
             lr_fraction=lr_fraction,
             min_progress=progress,
-            noise_discount=discount,
+            retreat=retreat,
             learned_spread=spread,
         )
     return out

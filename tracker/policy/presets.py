@@ -20,6 +20,9 @@ from tracker.policy._types import Mode
 #   planned end, adds at most 1% of the progress the run has made; never before 30% of the plan, and with
 #   a logged learning rate not while it warms up or has not yet decayed to 30% of its peak; never for a run
 #   whose progress is within 3x the spread of its last values (at chance, jitter looks like progress).
+#   Also (retreat 0.05) when each of its last 6 values falls short of its best by more than 5% of its
+#   progress and 3x its step-to-step noise: a run that overfits or has left its best behind is stopped
+#   without waiting a doubling, under the same guards of plan and learning rate.
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -32,6 +35,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "learned_spread": 3.0,
         "lr_key": "lr",
         "lr_fraction": 0.3,
+        "retreat": 0.05,
     },
 ]
 

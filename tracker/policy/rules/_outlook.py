@@ -41,6 +41,14 @@ class OutlookParams(RuleParams):
     ``noise_discount``: the pace counts only beyond that many times the run's step-to-step noise (the
     detrended spread of the last evaluations' differences): on a coarse metric a lucky step up is not
     progress.
+
+    ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
+    from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
+    doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
+    than ``retreat`` times the run's progress and ``retreat_noise`` times its step-to-step noise, and the
+    progress itself exceeds ``learned_noise`` times that noise (a lucky spike of a run at chance is not a
+    best to retreat from). The same guards of plan and learning rate apply: a decaying rate can bring a
+    run back.
     """
 
     rule: Literal["outlook"] = "outlook"
@@ -53,6 +61,9 @@ class OutlookParams(RuleParams):
     lr_key: str | None = Field(default=None, min_length=1)
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     noise_discount: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    retreat: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
+    retreat_window: int = Field(default=6, ge=2, le=_NOISE_WINDOW)
+    retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -119,6 +130,8 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
+        if p.retreat is not None and (stop := self._retreat(state, obs, p.retreat, progress, planned, lr)):
+            return stop
         earlier = None
         for step, value in reversed(state["path"]):
             if step <= t / 2:
@@ -177,3 +190,43 @@ class Outlook(Rule[OutlookParams]):
         if state.get("lr_rising") and state["seen"] > 1:
             return True
         return self.params.lr_fraction * peak < lr < peak
+
+    def _retreat(
+        self, state: State, obs: Observation, retreat: float, progress: float, planned: int, lr: float | None
+    ) -> Verdict | None:
+        """A stop when each of the last ``retreat_window`` values falls short of the best by more than the
+        bars (a share of the progress, a multiple of the step-to-step noise); None otherwise."""
+        p = self.params
+        recent = state["recent"]
+        if len(recent) < p.retreat_window or state["best_step"] >= obs.step:
+            return None
+        best = state["best"]
+        sign = 1.0 if self.mode == "max" else -1.0
+        shortfall = min(sign * (best - v) for v in recent[-p.retreat_window :])
+        jitter = step_noise(recent)
+        bar = max(retreat * progress, p.retreat_noise * jitter)
+        if shortfall <= bar or progress <= p.learned_noise * jitter:
+            return None
+        reason = (
+            f"{self.monitor} has stayed worse than its best {fmt(best)} (step {state['best_step']}) for its "
+            f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {retreat:g} of "
+            f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g}); "
+            f"keep step {state['best_step']}"
+        )
+        return self.stop(
+            obs,
+            reason=reason,
+            evidence={
+                "shortfall": shortfall,
+                "retreat": retreat,
+                "retreat_window": p.retreat_window,
+                "progress": progress,
+                "step_noise": jitter,
+                "retreat_noise": p.retreat_noise,
+                "bar": bar,
+                "planned_steps": planned,
+                "lr": lr,
+            },
+            best_step=state["best_step"],
+            best_value=best,
+        )
