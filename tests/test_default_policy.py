@@ -280,3 +280,20 @@ def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() 
     assert stop is not None
     assert stop.step == 29
     assert stop_of(judge(rules, values, mode="min", ctx=plan)).step == 14  # no rate logged: no guard
+
+
+def test_a_metric_frozen_on_one_value_releases_the_learning_rate_guard() -> None:
+    """A small validation set's accuracy that sits on one value while a cosine decays (corpus seed 0,
+    digits-coarse run 29: 0.933 from step 9 to step 79) is not waiting for the schedule."""
+    values = coarse([4, 17, 21, 27, 27.5, 28, 28, 28, 28.5] + [28] * 51)
+    rules = [{**OUTLOOK, "lr_key": "lr", "lr_fraction": 0.3}]
+    cosine = {"lr": [0.5 * (1 + math.cos(math.pi * i / 80)) for i in range(60)]}  # above 30% until step 46
+    stop = stop_of(judge(rules, values, extras=cosine, ctx=Context(planned_steps=80)))
+    assert stop is not None
+    assert stop.step == 24  # the first evaluation past 30% of the plan: frozen since step 9, no new best
+    assert stop.evidence["lr"] > 0.3 * cosine["lr"][0]
+    # A metric that still moves below its best keeps the guard, until the rate is down to 30% of its peak.
+    jittered = values[:9] + coarse([28 - (i % 2) for i in range(51)])
+    held = stop_of(judge(rules, jittered, extras=cosine, ctx=Context(planned_steps=80)))
+    assert held is not None
+    assert cosine["lr"][held.step] <= 0.3

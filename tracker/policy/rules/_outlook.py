@@ -36,7 +36,8 @@ class OutlookParams(RuleParams):
     8 values (a run at chance jitters about as far as it has "progressed"; it is left to
     ``degenerate``); and with a learning rate (``lr_key``), the rate is not warming up, and once it has
     started to decay it is down to ``lr_fraction`` of its peak (decaying schedules lift plateaus late; a
-    rate still flat at its peak, a constant schedule so far, holds nothing back).
+    rate still flat at its peak, a constant schedule so far, holds nothing back, and no rate holds back a
+    metric that has taken exactly one value at each of its last 8 evaluations).
 
     ``noise_discount``: the pace counts only beyond that many times the run's step-to-step noise (the
     detrended spread of the last evaluations' differences): on a coarse metric a lucky step up is not
@@ -185,7 +186,13 @@ class Outlook(Rule[OutlookParams]):
     def _schedule_pending(self, state: State, lr: float) -> bool:
         """Whether the logged learning rate says the schedule has gains to come: it is still warming up
         (it rose since the last evaluation), or it has started to decay and is still above ``lr_fraction``
-        of its peak. A rate flat at its peak (a constant schedule so far) holds nothing back."""
+        of its peak. A rate flat at its peak (a constant schedule so far) holds nothing back, and neither
+        does any rate once the metric has taken exactly the same value at each of the last 8 evaluations:
+        a model whose validation predictions no longer change while its rate falls has converged under it
+        (on a small validation set, runs sit on one value for tens of evaluations while a cosine decays)."""
+        recent = state["recent"]
+        if len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent):
+            return False
         peak = state.get("lr_peak") or 0.0
         if state.get("lr_rising") and state["seen"] > 1:
             return True
