@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import math
+from operator import itemgetter
 from typing import Literal
 
 from pydantic import Field
@@ -16,6 +18,7 @@ from tracker.policy._types import Context, Observation, Verdict, fmt
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
 _MAX_PATH = 64
 _NOISE_WINDOW = 8
+_step_of = itemgetter(0)
 
 
 class OutlookParams(RuleParams):
@@ -133,13 +136,11 @@ class Outlook(Rule[OutlookParams]):
             return None
         if p.retreat is not None and (stop := self._retreat(state, obs, p.retreat, progress, planned, lr)):
             return stop
-        earlier = None
-        for step, value in reversed(state["path"]):
-            if step <= t / 2:
-                earlier = value
-                break
-        if earlier is None:
+        path = state["path"]  # ordered by step: the best so far at t / 2 is the last entry at or before it
+        at_half = bisect.bisect_right(path, t / 2, key=_step_of)
+        if at_half == 0:
             return None
+        earlier = path[at_half - 1][1]
         raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
         doublings = math.log2(planned / t) if planned > t else 0.0
         bar = p.relative_delta * progress
@@ -190,13 +191,11 @@ class Outlook(Rule[OutlookParams]):
         does any rate once the metric has taken exactly the same value at each of the last 8 evaluations:
         a model whose validation predictions no longer change while its rate falls has converged under it
         (on a small validation set, runs sit on one value for tens of evaluations while a cosine decays)."""
-        recent = state["recent"]
-        if len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent):
-            return False
         peak = state.get("lr_peak") or 0.0
-        if state.get("lr_rising") and state["seen"] > 1:
-            return True
-        return self.params.lr_fraction * peak < lr < peak
+        warming = bool(state.get("lr_rising") and state["seen"] > 1)
+        pending = warming or self.params.lr_fraction * peak < lr < peak
+        recent = state["recent"]
+        return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
     def _retreat(
         self, state: State, obs: Observation, retreat: float, progress: float, planned: int, lr: float | None
@@ -205,10 +204,11 @@ class Outlook(Rule[OutlookParams]):
         bars (a share of the progress, a multiple of the step-to-step noise); None otherwise."""
         p = self.params
         recent = state["recent"]
-        if len(recent) < p.retreat_window or state["best_step"] >= obs.step:
-            return None
         best = state["best"]
         sign = 1.0 if self.mode == "max" else -1.0
+        # The latest value first: on most points of a run still at or near its best this ends it.
+        if sign * (best - obs.value) <= retreat * progress or len(recent) < p.retreat_window:
+            return None
         shortfall = min(sign * (best - v) for v in recent[-p.retreat_window :])
         jitter = step_noise(recent)
         bar = max(retreat * progress, p.retreat_noise * jitter)
