@@ -3,7 +3,7 @@
     python -m tests.benchmarks.bench_replay [--curves OPDA.jsonl] [--corpus CORPUS.jsonl ...] [--json]
 
 The corpus is generated, never committed: ``python -m tests.benchmarks.corpus`` writes
-``test-artifacts/corpus.jsonl`` (about 20 minutes on 2 cores). Without it, only OPDA is replayed.
+``test-artifacts/corpus.jsonl`` (about 8 minutes on 2 cores). Without it, only OPDA is replayed.
 
 Per run (complete runs; OPDA watches ``val`` and is scored on ``val2``, the corpus watches ``val`` in the
 mode its file gives and is scored on ``val2``, a held-out test split; cost by ``time_s`` else steps):
