@@ -23,6 +23,7 @@ from tracker.services.auth import Authenticator
 from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
+from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import Listener
 
 
@@ -50,7 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ),
         )
         app.state.deliverer = deliverer
-        app.state.ingest_services = IngestServices(database, app.state.keys, app.state.notifier, deliverer)
+        app.state.ingest_services = IngestServices(
+            database, app.state.keys, app.state.notifier, deliverer, PolicyCache()
+        )
         deliverer.start()  # also delivers what a previous process committed but never sent
         listener = None
         if not database.is_sqlite:  # other replicas' changes wake this one's long-polls and webhooks

@@ -24,6 +24,7 @@ from tracker.services.auth import Authenticator, Principal, check_project, check
 from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
 from tracker.services.notify import RunNotifier
+from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import Listener
 
 
@@ -97,6 +98,7 @@ class IngestServices:
     keys: KeyCache
     notifier: RunNotifier
     deliverer: Deliverer
+    policies: PolicyCache
 
 
 async def _ingest_services(request: Request) -> IngestServices:

@@ -29,6 +29,7 @@ from tracker.services import _point_store, decisions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.convert import decision_public, judged_step
 from tracker.services.keys import KeyCache
+from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import announce
 
 # A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
@@ -46,8 +47,11 @@ class Ingested:
     deliveries: int
 
 
-def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ingested:
-    """Store ``batch`` for the run and judge the monitored metric's new steps.
+def ingest(
+    db: Database, keys: KeyCache, run_id: int, batch: MetricBatch, policies: PolicyCache | None = None
+) -> Ingested:
+    """Store ``batch`` for the run and judge the monitored metric's new steps. ``policies``: the app's
+    parsed policies (without it, the run's policy is parsed for this batch).
 
     Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
     and two replicas never judge the same step twice.
@@ -70,7 +74,8 @@ def ingest(db: Database, keys: KeyCache, run_id: int, batch: MetricBatch) -> Ing
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _store_new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
-        deliveries, made, late = _judge(session, run, key_ids, fresh, now)
+        policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
+        deliveries, made, late = _judge(session, run, policy, key_ids, fresh, now)
         moment = datetime.fromtimestamp(now, timezone.utc)
         session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted
@@ -154,8 +159,17 @@ def _store_new_points(session: Session, run_id: int, key_ids: dict[str, int], ga
     return {pair: points for pair, points in series.items() if points}
 
 
+def _parse(run: models.Run) -> PolicySpec:
+    return PolicySpec.model_validate(run.policy)
+
+
 def _judge(
-    session: Session, run: models.Run, key_ids: dict[str, int], fresh: Fresh, now: float
+    session: Session,
+    run: models.Run,
+    policy: PolicySpec | None,
+    key_ids: dict[str, int],
+    fresh: Fresh,
+    now: float,
 ) -> tuple[int, list[models.Decision], int]:
     """Advance the policy over the new points and record its decisions; returns the webhook deliveries
     queued for them, the decisions, and how many monitored points arrived late.
@@ -164,11 +178,10 @@ def _judge(
     0's value, or the reduction over ranks once the step is complete or timed out). Monitored points at
     steps already judged (late) are judged by the rules that judge a point on its own, and said to be late.
     """
-    if run.policy is None:
+    if policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
         return 0, [], 0
-    policy = _policy_of(run)
     health = _health_observations(policy, key_ids, fresh)
     monitor_id = key_ids.get(policy.monitor)
     ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
@@ -296,19 +309,6 @@ def _judge_late(
             },
         )
     ]
-
-
-# A run's policy never changes after creation: parse it once per process, not once per batch.
-_POLICIES: dict[int, PolicySpec] = {}
-
-
-def _policy_of(run: models.Run) -> PolicySpec:
-    policy = _POLICIES.get(run.id)
-    if policy is None:
-        if len(_POLICIES) > 10_000:
-            _POLICIES.clear()
-        policy = _POLICIES[run.id] = PolicySpec.model_validate(run.policy)
-    return policy
 
 
 def _health_observations(
