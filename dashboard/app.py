@@ -5,15 +5,11 @@ It reads everything from the tracker's HTTP API at ``$PLATEAU_URL`` (token: ``$P
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import streamlit as st
 
-# Streamlit runs this file as a script; make the package importable from a source checkout too.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from dashboard._api import tracker_url
+from dashboard._api import tracker_url  # the installed package (pip install -e . in a checkout)
 
 HERE = Path(__file__).parent / "views"
 

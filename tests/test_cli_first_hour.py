@@ -19,7 +19,7 @@ from tests._server import TrackerProcess, free_port
 from tracker.cli import build_parser
 from tracker.config import Settings
 from tracker.db.engine import store_identity
-from tracker.demo._server import health_of, tracker_for_demo
+from tracker.discovery import health_of, tracker_for
 
 
 def _plateau(
@@ -122,14 +122,14 @@ def test_a_command_never_logs_into_another_trackers_database(tmp_path: Path) -> 
     other = TrackerProcess(tmp_path / "other")
     try:
         mine = Settings(home=tmp_path / "mine", port=other.port)
-        with tracker_for_demo(mine, None) as url:
+        with tracker_for(mine, None) as url:
             assert url != other.url
             health = health_of(url)
             assert health is not None
             assert health["store"] == store_identity(mine.resolved_database_url())
         # The same tracker, named by the same settings, is used as it is.
         same = Settings(home=tmp_path / "other", port=other.port)
-        with tracker_for_demo(same, None) as url:
+        with tracker_for(same, None) as url:
             assert url == other.url
     finally:
         other.stop()

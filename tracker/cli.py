@@ -154,7 +154,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_dashboard(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from tracker.demo._server import port_is_free, tracker_for_demo, wait_for_http
+    from tracker.discovery import port_is_free, tracker_for, wait_for_http
     from tracker.processes import start_child, stop_child
 
     if importlib.util.find_spec("streamlit") is None:
@@ -164,8 +164,10 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         )
         return 1
     settings = _settings(args)
-    app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-    with tracker_for_demo(settings, args.url) as url:
+    import dashboard  # the package, wherever it is installed (a wheel, or a checkout installed with -e)
+
+    app = Path(dashboard.__file__).parent / "app.py"
+    with tracker_for(settings, args.url) as url:
         command = [
             sys.executable,
             "-m",
@@ -258,9 +260,9 @@ def _cmd_sync(args: argparse.Namespace) -> int:
 def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
     """The tracker at --url or $PLATEAU_URL, else the configured one, started on the embedded default
     if none runs."""
-    from tracker.demo._server import tracker_for_demo
+    from tracker.discovery import tracker_for
 
-    return tracker_for_demo(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
+    return tracker_for(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
 
 
 def _needs_tensorboard(command: str) -> bool:
@@ -562,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     remote_errors: tuple[type[Exception], ...] = (TrackerError,)
     try:
-        from tracker.demo._server import TrackerUnavailableError
+        from tracker.discovery import TrackerUnavailableError
 
         remote_errors += (TrackerUnavailableError,)
     except ImportError:  # a slim install runs `sync` alone, which needs no tracker code

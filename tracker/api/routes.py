@@ -46,7 +46,7 @@ MAX_RANK = 100_000
 @router.get("/health", tags=["health"])
 async def get_server_health(database: DatabaseDep, listener: ListenerDep) -> dict[str, str]:
     # On the event loop, not in the worker threads: it must answer while they ingest a large batch.
-    # "store" tells a command whether this tracker is the one its settings name (tracker/demo/_server.py);
+    # "store" tells a command whether this tracker is the one its settings name (tracker/discovery.py);
     # "wakeups" how other replicas' changes reach long-polls: notifications, or polling while they cannot.
     wakeups = "local" if listener is None else ("notify" if listener.up else "poll")
     return {

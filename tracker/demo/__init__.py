@@ -48,12 +48,12 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
             file=sys.stderr,
         )
         return 1
-    from tracker.demo._server import tracker_for_demo
+    from tracker.discovery import tracker_for
 
     checkpoint_dir = Path(settings.home).expanduser() / "demo" / "checkpoints"
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     split = load_split(seed)
-    with tracker_for_demo(settings, url) as tracker_url:
+    with tracker_for(settings, url) as tracker_url:
         print(f"tracker: {tracker_url}  (checkpoints in {checkpoint_dir})")
         print(
             f"training {len(TRIALS)} models on digits, budget {epochs} epochs, monitor val/loss, "

@@ -1,4 +1,5 @@
-"""Finding a running tracker for the demo, or starting one on the embedded default."""
+"""Finding the tracker a command should talk to, or starting one on its store: what ``plateau demo``,
+``plateau dashboard`` and ``plateau sync`` share."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 @contextlib.contextmanager
-def tracker_for_demo(settings: Settings, url: str | None) -> Iterator[str]:
+def tracker_for(settings: Settings, url: str | None) -> Iterator[str]:
     """Yield the URL of a tracker: ``url`` if given; else the one on the configured port when it keeps
     the configured store; else a new ``plateau serve`` child on that store (the configured port, or a
     free one when the port is taken), stopped on exit, SIGTERM and SIGHUP included."""
