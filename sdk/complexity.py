@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sdk._quantile import quantile
+
 
 def peak_rss_bytes() -> int:
     """The process's peak resident set size (Linux reports KiB, macOS bytes; Windows: the peak working
@@ -198,7 +200,7 @@ class StepTimes:
         ordered = sorted(self._durations)
         return {
             "step_time_s": statistics.median(ordered),
-            "step_time_p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+            "step_time_p90_s": quantile(ordered, 0.9),
             "steps_timed": self.count,
         }
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sdk._quantile import quantile
 from sdk._run import Run
 
 __all__ = ["StalenessMonitor", "VersionCounter"]
@@ -86,13 +87,10 @@ class StalenessMonitor:
         self._window_started = time.perf_counter()
         n = len(window)
 
-        def q(p: float) -> float:
-            return float(window[min(n - 1, int(p * (n - 1) + 0.5))])
-
         figures: dict[str, float] = {
             "dist/staleness_mean": sum(window) / n,
-            "dist/staleness_p50": q(0.5),
-            "dist/staleness_p95": q(0.95),
+            "dist/staleness_p50": float(quantile(window, 0.5)),
+            "dist/staleness_p95": float(quantile(window, 0.95)),
             "dist/staleness_max": float(window[-1]),
             "dist/staleness_share_over": sum(s > self.bound for s in window) / n,
             "dist/update_rate": n / elapsed if elapsed > 0 else 0.0,

@@ -60,7 +60,8 @@ def test_step_times_leave_out_the_first_step() -> None:
     times = StepTimes(skip_first=1)
     for seconds in [5.0, 0.1, 0.3, 0.2]:
         times.add(seconds)
-    assert times.figures() == {"step_time_s": 0.2, "step_time_p90_s": 0.3, "steps_timed": 4}
+    # p90 by the one quantile Plateau reports (linear between ranks): 0.2 + 0.8 x (0.3 - 0.2)
+    assert times.figures() == {"step_time_s": 0.2, "step_time_p90_s": pytest.approx(0.28), "steps_timed": 4}
 
 
 def test_profile_and_step_timer_reach_the_run_summary(tracker: TrackerProcess) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sdk._quantile import quantile
 from tracker.replay._simulate import RunResult
 
 REGRET_TOLERANCE = 0.005
@@ -36,11 +37,7 @@ class SourceReport:
 
 
 def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    position = 0.95 * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return quantile(sorted(values), 0.95)
 
 
 def summarise(source: str, results: Sequence[RunResult], *, sweep: bool) -> SourceReport:

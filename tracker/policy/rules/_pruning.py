@@ -7,20 +7,13 @@ from typing import Literal
 
 from pydantic import Field
 
+from sdk._quantile import quantile
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
 
 PRUNING_RULES = frozenset({"percentile", "asha"})
 """Rules whose stop prunes a run: such runs do not count as finished for cross-run comparisons."""
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolation quantile (numpy's default) of already sorted values."""
-    position = q * (len(sorted_values) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 class PercentileParams(RuleParams):
