@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import operator
-import random
 import threading
 import time
 import uuid
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sdk._decision import Answer
+from sdk._retry import backoff_delay
 from sdk._spool import Spool, replay, replay_summary
 from sdk._transport import RejectedError, RetryableError, Transport
 
@@ -522,9 +522,9 @@ class Sender:
             "and they are sent when it is back",
         )
         self._notify()  # a loop waiting for a verdict goes on at once
-        delay = min(self._max_backoff, 0.25 * 2 ** min(self._failures - 1, 10)) * random.uniform(0.5, 1.0)
-        if exc.retry_after is not None:
-            delay = max(delay, min(exc.retry_after, self._max_backoff))
+        delay = backoff_delay(
+            self._failures, base_s=0.25, cap_s=self._max_backoff, retry_after=exc.retry_after
+        )
         self._next_probe = time.monotonic() + delay
         if self.spool is None:
             self._abandon.wait(delay)

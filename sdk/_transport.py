@@ -15,11 +15,11 @@ from typing import Any
 from sdk._decision import Answer, Decision
 from sdk._http import HttpClient, Reply, TransportErrors
 from sdk._numbers import number
+from sdk._retry import RETRYABLE_STATUSES, parse_retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
 # Statuses worth another try: the request may succeed later unchanged.
-_RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 _JSON = {"content-type": "application/json"}
 
 
@@ -48,14 +48,6 @@ class RejectedError(TrackerError):
 
 class NotFoundError(RejectedError):
     """404: no such run (or key, or route: the URL may not lead to a tracker)."""
-
-
-def _retry_after(reply: Reply) -> float | None:
-    value = reply.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _detail(reply: Reply) -> str:
@@ -109,10 +101,10 @@ class Transport:
             )
         except TransportErrors as exc:  # connection refused, reset, timeouts, TLS, broken HTTP
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
-        if reply.status in _RETRY_STATUSES:
+        if reply.status in RETRYABLE_STATUSES:
             raise RetryableError(
                 f"HTTP {reply.status} from {method} {path}",
-                retry_after=_retry_after(reply),
+                retry_after=parse_retry_after(reply.headers.get("retry-after")),
                 status=reply.status,
             )
         if reply.status >= 400:

@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -25,12 +24,11 @@ import httpx
 from anyio import to_thread
 from sqlalchemy import select
 
+from sdk._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
 from tracker.db import models
 from tracker.db.engine import Database
 
 logger = logging.getLogger("plateau.webhooks")
-
-_RETRY_STATUSES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -209,11 +207,7 @@ class Deliverer:
             response, answer = await asyncio.wait_for(exchange(), self.policy.deadline_s)
             status = response.status_code
             error = None if 200 <= status < 300 else f"HTTP {status}: {answer[:200].decode(errors='replace')}"
-            if "retry-after" in response.headers:
-                try:
-                    retry_after = float(response.headers["retry-after"])
-                except ValueError:
-                    retry_after = None
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
         except asyncio.TimeoutError:  # TimeoutError itself only from Python 3.11
             status, error = None, f"no complete answer within the {self.policy.deadline_s:g} s deadline"
         except httpx.HTTPError as exc:
@@ -234,14 +228,16 @@ class Deliverer:
             if error is None:
                 row.status, row.delivered_at = "delivered", now
                 return
-            retryable = status is None or status in _RETRY_STATUSES
+            retryable = status is None or status in RETRYABLE_STATUSES
             if not retryable or row.attempts >= self.policy.max_attempts:
                 row.status = "failed"
                 return
-            delay = min(self.policy.backoff_max_s, self.policy.backoff_base_s * 2 ** (row.attempts - 1))
-            delay *= random.uniform(0.5, 1.0)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, self.policy.backoff_max_s))
+            delay = backoff_delay(
+                row.attempts,
+                base_s=self.policy.backoff_base_s,
+                cap_s=self.policy.backoff_max_s,
+                retry_after=retry_after,
+            )
             row.next_attempt_at = now + timedelta(seconds=delay)
 
 
