@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
@@ -515,8 +516,13 @@ class Run:
         self.finish("failed" if exc_type is not None and exc_type is not KeyboardInterrupt else None)
 
 
+# The order of the parameters that could once be given by position, for the deprecated positional form.
+_ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
+
+
 def init(
     project: str,
+    *positional: Any,
     experiment: str = "default",
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
@@ -524,7 +530,7 @@ def init(
     mode: Mode = "min",
     rules: Sequence[Mapping[str, Any]] | None = None,
     url: str | None = None,
-    *,
+    transport: Transport | None = None,
     run_key: str | None = None,
     tags: Sequence[str] = (),
     rank: int | None = None,
@@ -563,8 +569,30 @@ def init(
     typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
     ``ValueError`` too.
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
-    on the monitored step logged last (see :meth:`Run.should_stop`).
+    on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
+    ``sdk._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's settings).
+
+    Every parameter after ``project`` is keyword-only. The positional form of earlier releases
+    (``init("proj", "exp", None, {...}, "val/loss")``) still works, with a ``DeprecationWarning``.
     """
+    if positional:
+        if len(positional) > len(_ONCE_POSITIONAL):
+            raise TypeError(f"init() takes 1 positional argument (project), {1 + len(positional)} given")
+        warnings.warn(
+            "sdk.init: pass every argument after project by name "
+            f"({', '.join(f'{n}=' for n in _ONCE_POSITIONAL[: len(positional)])}); the positional form "
+            "will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        given = dict(zip(_ONCE_POSITIONAL[: len(positional)], positional, strict=True))
+        experiment = given.get("experiment", experiment)
+        name = given.get("name", name)
+        config = given.get("config", config)
+        monitor = given.get("monitor", monitor)
+        mode = given.get("mode", mode)
+        rules = given.get("rules", rules)
+        url = given.get("url", url)
     policy: dict[str, Any] | None = None
     if monitor is not None:
         policy = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
@@ -573,8 +601,11 @@ def init(
         check_policy(policy)  # before any collective or connection: a typo fails fast, the same everywhere
         if rules is not None:
             policy["rules"] = [dict(rule) for rule in rules]
-    resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
-    transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
+    if transport is None:
+        resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
+        transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
+    else:
+        resolved_url = transport.url
     detected_rank, detected_world = detect_rank_world()
     rank = detected_rank if rank is None else rank
     world_size = detected_world if world_size is None else world_size

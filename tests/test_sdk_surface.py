@@ -8,6 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import httpx
+import pytest
+
 import sdk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,3 +39,28 @@ def test_import_sdk_needs_no_unix_only_module() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
+
+
+def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) -> None:
+    """Keyword-only after ``project``; the positional form of earlier releases still works, warned; a
+    transport given to ``init`` is the one the run sends through."""
+    from sdk._transport import Transport
+
+    class Counting(Transport):
+        sent = 0
+
+        def send_series(self, *args, **kwargs):
+            Counting.sent += 1
+            return super().send_series(*args, **kwargs)
+
+    run = sdk.init("surface", experiment="kw", transport=Counting(tracker.url), spool_dir=tmp_path)
+    run.log({"loss": 1.0}, step=0)
+    run.finish()
+    assert Counting.sent >= 1
+    with pytest.warns(DeprecationWarning, match="experiment=, name="):
+        old = sdk.init("surface", "positional", "named", url=tracker.url, spool_dir=tmp_path)
+    old.finish()
+    body = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": "positional"}).json()["data"]
+    assert [r["name"] for r in body] == ["named"]
+    with pytest.raises(TypeError, match="1 positional argument"):
+        sdk.init("surface", *["x"] * 8)
