@@ -359,7 +359,7 @@ class Run:
         deadline = time.monotonic() + timeout
         self._sender.flush(timeout)
         run_id = self.id
-        if run_id is None or self._sender._offline:
+        if run_id is None or not self._sender.online:
             return self._unjudged()
         try:
             decision = self._transport.get_decision(
@@ -452,7 +452,7 @@ class Run:
         run_id = self.id
         spool = self._sender.spool
         finished = False
-        if run_id is not None and not self._sender._offline:
+        if run_id is not None and self._sender.online:
             try:
                 self._transport.finish_run(run_id, status, timeout=max(0.5, deadline - time.monotonic()))
                 finished = True
@@ -470,7 +470,7 @@ class Run:
                 run_id if run_id is not None else f"{self._sender.run_key!r} (not created yet)",
                 spool.dir,
             )
-            if run_id is not None and not self._sender._offline:
+            if run_id is not None and self._sender.online:
                 # The run says it is incomplete until `plateau sync` delivers the rest (it clears this).
                 with suppress(RetryableError, RejectedError):
                     self._transport.update_summary(run_id, {UNDELIVERED: waiting})

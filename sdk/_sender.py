@@ -372,6 +372,11 @@ class Sender:
             self.progress.notify_all()
 
     @property
+    def online(self) -> bool:
+        """Whether the last exchange with the tracker worked (False from a failure until a probe answers)."""
+        return not self._offline
+
+    @property
     def waitable(self) -> bool:
         """Whether an answer from the tracker can be expected: the run exists, the tracker answered last
         time, and the sender is running."""
