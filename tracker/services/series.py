@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -59,27 +60,13 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
         mb = models.MetricBlock
         in_series = (mb.run_id == run_id, mb.key_id == key_id, mb.rank == rank)
         # The block summaries ingest keeps: the count without decoding any point, and, for a long curve,
-        # its extremes (one row per BLOCK_STEPS steps).
-        blocks = session.execute(
-            select(
-                mb.block,
-                mb.points,
-                mb.first_step,
-                mb.first_wall,
-                mb.min_value,
-                mb.min_step,
-                mb.min_wall,
-                mb.max_value,
-                mb.max_step,
-                mb.max_wall,
-            )
-            .where(*in_series)
-            .order_by(mb.block)
-        ).all()
+        # its extremes (one row per BLOCK_STEPS steps). Only what choosing needs is read for every block;
+        # the steps and wall times of the chosen extremes are read for those blocks alone.
+        blocks = _summaries(session, db.is_sqlite, run_id, key_id, rank)
         total = sum(block[1] for block in blocks)
         buckets = (limit - 2) // 2
         if total > limit and limit >= 4 and len(blocks) >= buckets:  # a bucket spans whole blocks
-            picked = _buckets_from_blocks(blocks, buckets)
+            picked = _extremes(session, in_series, _buckets_from_blocks(blocks, buckets))
             ends = session.execute(
                 select(mb.step_data, mb.value_data, mb.wall_data)
                 .where(*in_series, mb.block.in_((blocks[0][0], blocks[-1][0])))
@@ -104,27 +91,76 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
                     strict=True,
                 )
             )
-    points = [PointOut(step=step, value=value, wall_time=wall_time) for step, value, wall_time in rows]
+    # Built without validation: the values come from the store, already ints and floats (NaN included);
+    # validating 2,000 points cost more than choosing them from 10,000,000.
+    points = [
+        PointOut.model_construct(step=step, value=value, wall_time=wall_time)
+        for step, value, wall_time in rows
+    ]
     return SeriesPublic(
         run_id=run_id, key=key, rank=rank, total=total, downsampled=len(points) < total, points=points
     )
 
 
-def _buckets_from_blocks(blocks: Sequence[Any], buckets: int) -> dict[int, Any]:
-    """Min/max buckets made of whole blocks, from the block summaries: each bucket keeps the lowest and the
-    highest value of its blocks (its first point, NaN, when it holds nothing else); step -> (step, value,
-    wall_time)."""
+def _summaries(session: Any, sqlite: bool, run_id: int, key_id: int, rank: int) -> list[Any]:
+    """``(block, points, min_value, max_value)`` of every block of the series, in block order, through the
+    driver's own cursor (from the covering index ``ix_metric_block_summary``): for a 10,000,000-point
+    series these are 39,000 rows, and SQLAlchemy's rows cost twice the query."""
+    where = (
+        "run_id = :run AND key_id = :key AND rank = :rank"
+        if sqlite
+        else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s"
+    )
+    with closing(session.connection().connection.cursor()) as cursor:
+        cursor.execute(
+            f"SELECT block, points, min_value, max_value FROM metric_block WHERE {where} ORDER BY block",
+            {"run": run_id, "key": key_id, "rank": rank},
+        )
+        return list(cursor.fetchall())
+
+
+def _buckets_from_blocks(blocks: Sequence[Any], buckets: int) -> list[tuple[str, int]]:
+    """Min/max buckets made of whole blocks, from the summaries ``(block, points, min, max)``: for each
+    bucket, the block holding its lowest value and the one holding its highest (``("min", block)``,
+    ``("max", block)``), or its first block (``("first", block)``) when it holds nothing but NaN."""
     first_block = blocks[0][0]
     span = blocks[-1][0] - first_block + 1  # blocks from the first to the last, held or not
-    picked: dict[int, Any] = {}
+    chosen: list[tuple[str, int]] = []
     for _, group in itertools.groupby(blocks, key=lambda block: (block[0] - first_block) * buckets // span):
         members = list(group)
-        finite = [block for block in members if block[4] is not None]
+        finite = [block for block in members if block[2] is not None]
         if not finite:
-            picked[members[0][2]] = (members[0][2], math.nan, members[0][3])
+            chosen.append(("first", members[0][0]))
             continue
-        low = min(finite, key=lambda block: block[4])
-        high = max(finite, key=lambda block: block[7])
-        picked[low[5]] = (low[5], low[4], low[6])
-        picked[high[8]] = (high[8], high[7], high[9])
+        chosen.append(("min", min(finite, key=lambda block: block[2])[0]))
+        chosen.append(("max", max(finite, key=lambda block: block[3])[0]))
+    return chosen
+
+
+def _extremes(session: Any, in_series: tuple[Any, ...], chosen: list[tuple[str, int]]) -> dict[int, Any]:
+    """step -> (step, value, wall_time) of each chosen block's extreme (or first point)."""
+    mb = models.MetricBlock
+    rows = session.connection().execute(
+        select(
+            mb.block,
+            mb.first_step,
+            mb.first_wall,
+            mb.min_value,
+            mb.min_step,
+            mb.min_wall,
+            mb.max_value,
+            mb.max_step,
+            mb.max_wall,
+        ).where(*in_series, mb.block.in_(sorted({block for _, block in chosen})))
+    ).all()
+    by_block = {row[0]: row for row in rows}
+    picked: dict[int, Any] = {}
+    for kind, block in chosen:
+        row = by_block[block]
+        if kind == "first":
+            picked[row[1]] = (row[1], math.nan, row[2])
+        elif kind == "min":
+            picked[row[4]] = (row[4], row[3], row[5])
+        else:
+            picked[row[7]] = (row[7], row[6], row[8])
     return picked
