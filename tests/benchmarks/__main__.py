@@ -5,7 +5,8 @@
 Sections (``--only`` takes their numbers): 1 ``log()`` cost; 2 ingest throughput (and the SDK's delivery
 rate, ``log()`` to stored, beside it); 3 keep-alive round trip;
 4 stop-signal latency; 5 policy engine; 6 history of a 1,000,000-point run; 7 storage and memory;
-8 replay of the OPDA curves. Every tracker here is a real ``plateau serve`` on a loopback port (SQLite in
+8 replay of the OPDA curves; 9 a 10,000,000-point series (issue 22: downsampled view, full read, bytes per
+point). Every tracker here is a real ``plateau serve`` on a loopback port (SQLite in
 a temporary folder unless it says PostgreSQL); every figure is a median after a warm-up. The peers
 (``pip install -e '.[bench]'``) run in the same process tree at the same time: an ``mlflow server`` on
 SQLite with one worker, and PyTorch's TensorBoard ``SummaryWriter``. A missing peer is skipped and said.
@@ -35,6 +36,7 @@ from tracker.db.migrate import upgrade
 DEFAULT_CURVES = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves" / "opda_curves.jsonl"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 HISTORY_POINTS = 1_000_000
+BIG_SERIES_POINTS = 10_000_000
 
 
 def _say(message: str) -> None:
@@ -356,13 +358,44 @@ def _replay(figures: list[Figure], curves: Path, skipped: list[str]) -> None:
     )
 
 
+def _big_series(figures: list[Figure], home: Path, quick: bool) -> None:
+    points = 1_000_000 if quick else BIG_SERIES_POINTS
+    _say(f"9. a {points:,}-point series (seeding)")
+    server = TrackerProcess(home / "big")
+    try:
+        started = time.perf_counter()
+        run_id = tracker.seed_history(server.url, points)
+        seeded = time.perf_counter() - started
+        full_s, _, down_ms = tracker.history_reads(server.url, run_id, points, repeats=3)
+    finally:
+        server.stop()
+    database = home / "big" / "plateau.db"
+    per_point = tracker.sqlite_bytes(database) / points if database.exists() else None
+    label = f"series of {points:,} points"
+    figures.append(
+        Figure("9", f"{label}, downsampled to 2,000", down_ms, "ms", "<= 100 ms", _within(down_ms, 100))
+    )
+    figures.append(
+        Figure(
+            "9",
+            f"{label}, full read, form=columns",
+            full_s,
+            "s",
+            "<= 5 s",
+            _within(full_s, 5),
+            note=f"seeded in {seeded:.1f} s",
+        )
+    )
+    figures.append(Figure("9", f"{label}, storage, SQLite, indexes included", per_point, "bytes/point"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 9), metavar="N", help="these sections"
+        "--only", type=int, nargs="+", choices=range(1, 10), metavar="N", help="these sections"
     )
     parser.add_argument("--quick", action="store_true", help="a 100,000-point history and no MLflow history")
     parser.add_argument(
@@ -370,7 +403,7 @@ def main() -> None:
     )
     parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES)
     args = parser.parse_args()
-    sections = set(args.only or range(1, 9))
+    sections = set(args.only or range(1, 10))
     figures: list[Figure] = []
     skipped: list[str] = []
     started = time.perf_counter()
@@ -405,6 +438,9 @@ def main() -> None:
             if 8 in sections:
                 _settle()
                 _replay(figures, args.curves, skipped)
+            if 9 in sections:
+                _settle()
+                _big_series(figures, home, args.quick)
         finally:
             server.stop()
     machine = {
