@@ -6,8 +6,10 @@ Sections (``--only`` takes their numbers): 1 ``log()`` cost; 2 ingest throughput
 rate, ``log()`` to stored, beside it); 3 keep-alive round trip;
 4 stop-signal latency; 5 policy engine; 6 history of a 1,000,000-point run; 7 storage and memory;
 8 replay of the OPDA curves; 9 a 10,000,000-point series (issue 22: downsampled view, full read, bytes per
-point). Every tracker here is a real ``plateau serve`` on a loopback port (SQLite in
-a temporary folder unless it says PostgreSQL); every figure is a median after a warm-up. The peers
+point); 10 an experiment of 10,000 finished runs (issue 22: the runs list's first page, and a monitored
+evaluation under ``percentile`` and ``asha`` at 100 and at 10,000 finished runs; ~6 min). Every tracker
+here is a real ``plateau serve`` on a loopback port (SQLite in a temporary folder unless it says
+PostgreSQL); every figure is a median after a warm-up. The peers
 (``pip install -e '.[bench]'``) run in the same process tree at the same time: an ``mlflow server`` on
 SQLite with one worker, and PyTorch's TensorBoard ``SummaryWriter``. A missing peer is skipped and said.
 """
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from tests._server import TrackerProcess
 from tests.benchmarks import _client_side as client
+from tests.benchmarks import _scale as scale
 from tests.benchmarks import _tracker_side as tracker
 from tests.benchmarks._peers import MlflowServer, missing
 from tests.benchmarks._report import Figure, table
@@ -389,13 +392,52 @@ def _big_series(figures: list[Figure], home: Path, quick: bool) -> None:
     figures.append(Figure("9", f"{label}, storage, SQLite, indexes included", per_point, "bytes/point"))
 
 
+def _big_experiment(figures: list[Figure], home: Path, quick: bool) -> None:
+    large = 1_000 if quick else 10_000
+    server = TrackerProcess(home / "experiment")
+    costs: dict[tuple[str, int], float] = {}
+    try:
+        held = 0
+        for runs in (100, large):
+            _say(f"10. an experiment of {runs:,} finished runs (seeding)")
+            scale.add_finished_runs(server.url, "big", held, runs - held)
+            held = runs
+            for rule in ("percentile", "asha"):
+                costs[(rule, runs)] = scale.monitored_evaluation_ms(server.url, "big", {"rule": rule})
+        list_ms = scale.runs_list_ms(server.url, "big")
+    finally:
+        server.stop()
+    figures.append(
+        Figure(
+            "10",
+            f"runs list, first page of 50, {large:,} runs",
+            list_ms,
+            "ms",
+            "<= 100 ms",
+            _within(list_ms, 100),
+        )
+    )
+    for rule in ("percentile", "asha"):
+        small, big = costs[(rule, 100)], costs[(rule, large)]
+        figures.append(
+            Figure(
+                "10",
+                f"monitored evaluation under {rule}, {large:,} finished runs (at 100: {small:.1f} ms)",
+                big,
+                "ms",
+                "<= 2x its cost at 100" if rule == "percentile" else "",
+                _within(big, 2 * small) if rule == "percentile" else None,
+            )
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 10), metavar="N", help="these sections"
+        "--only", type=int, nargs="+", choices=range(1, 11), metavar="N", help="these sections"
     )
     parser.add_argument("--quick", action="store_true", help="a 100,000-point history and no MLflow history")
     parser.add_argument(
@@ -403,7 +445,7 @@ def main() -> None:
     )
     parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES)
     args = parser.parse_args()
-    sections = set(args.only or range(1, 10))
+    sections = set(args.only or range(1, 11))
     figures: list[Figure] = []
     skipped: list[str] = []
     started = time.perf_counter()
@@ -441,6 +483,9 @@ def main() -> None:
             if 9 in sections:
                 _settle()
                 _big_series(figures, home, args.quick)
+            if 10 in sections:
+                _settle()
+                _big_experiment(figures, home, args.quick)
         finally:
             server.stop()
     machine = {

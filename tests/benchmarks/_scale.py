@@ -1,0 +1,64 @@
+"""Issue 22's big experiment: the runs list and a cross-run rule's cost as an experiment grows to 10,000
+finished runs (section 10 of the suite)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from tests.benchmarks._report import median_of
+
+MONITOR = "val/acc"
+STEPS = 10  # monitored evaluations per finished run
+
+
+def _finished_run(url: str, experiment: str, index: int) -> None:
+    with httpx.Client(base_url=url, timeout=60) as http:
+        run = http.post("/api/v1/runs", json={"project": "scale", "experiment": experiment}).json()
+        points = [
+            {"key": MONITOR, "step": step, "value": 0.5 + 0.4 * (index % 97) / 97 * step / STEPS}
+            for step in range(STEPS)
+        ]
+        http.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+        http.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "completed"})
+
+
+def add_finished_runs(url: str, experiment: str, start: int, count: int, workers: int = 4) -> None:
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda i: _finished_run(url, experiment, i), range(start, start + count)))
+
+
+def runs_list_ms(url: str, experiment: str) -> float:
+    """Median ms of the runs list's first page (50 runs) of the experiment."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+
+        def one() -> float:
+            started = time.perf_counter()
+            page = http.get("/api/v1/runs", params={"experiment": experiment, "limit": 50})
+            assert page.status_code == 200
+            assert len(page.json()["data"]) == 50
+            return time.perf_counter() - started
+
+        return 1000 * median_of(one, 9)[0]
+
+
+def monitored_evaluation_ms(url: str, experiment: str, rule: dict[str, object]) -> float:
+    """Median ms of a new live run's first monitored batch (steps 0 and 1) in the experiment, judged by
+    ``rule``: a cross-run rule reads the finished runs' values at those steps."""
+    policy = {"monitor": MONITOR, "mode": "max", "rules": [rule]}
+    points = [{"key": MONITOR, "step": step, "value": 0.99} for step in (0, 1)]
+    with httpx.Client(base_url=url, timeout=60) as http:
+
+        def one() -> float:
+            run = http.post(
+                "/api/v1/runs", json={"project": "scale", "experiment": experiment, "policy": policy}
+            ).json()
+            started = time.perf_counter()
+            answer = http.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
+            elapsed = time.perf_counter() - started
+            assert answer.status_code == 200, answer.text
+            return elapsed  # the run is left running: a finished run would join the peers measured
+
+        return 1000 * median_of(one, 9)[0]
