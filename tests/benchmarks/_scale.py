@@ -16,13 +16,17 @@ STEPS = 10  # monitored evaluations per finished run
 
 def _finished_run(url: str, experiment: str, index: int) -> None:
     with httpx.Client(base_url=url, timeout=60) as http:
-        run = http.post("/api/v1/runs", json={"project": "scale", "experiment": experiment}).json()
+        created = http.post("/api/v1/runs", json={"project": "scale", "experiment": experiment})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
         points = [
             {"key": MONITOR, "step": step, "value": 0.5 + 0.4 * (index % 97) / 97 * step / STEPS}
             for step in range(STEPS)
         ]
-        http.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
-        http.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "completed"})
+        stored = http.post(f"/api/v1/runs/{run_id}/metrics", json={"batch_id": "b", "points": points})
+        assert stored.status_code == 200, stored.text
+        finished = http.post(f"/api/v1/runs/{run_id}/finish", json={"status": "finished"})
+        assert finished.status_code == 200, finished.text
 
 
 def add_finished_runs(url: str, experiment: str, start: int, count: int, workers: int = 4) -> None:
@@ -46,7 +50,8 @@ def runs_list_ms(url: str, experiment: str) -> float:
 
 def monitored_evaluation_ms(url: str, experiment: str, rule: dict[str, object]) -> float:
     """Median ms of a new live run's first monitored batch (steps 0 and 1) in the experiment, judged by
-    ``rule``: a cross-run rule reads the finished runs' values at those steps."""
+    ``rule``: a cross-run rule reads the finished runs' values at those steps. The answer must carry the
+    rule's judgement (no stop: 0.99 is above every finished run), not an error."""
     policy = {"monitor": MONITOR, "mode": "max", "rules": [rule]}
     points = [{"key": MONITOR, "step": step, "value": 0.99} for step in (0, 1)]
     with httpx.Client(base_url=url, timeout=60) as http:
