@@ -7,11 +7,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sdk._quantile import quantile
+
 
 def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile by nearest rank (``q`` in [0, 1])."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    """The ``q`` quantile (``q`` in [0, 1]) of unsorted values, by the one definition Plateau reports."""
+    return quantile(sorted(values), q)
 
 
 def median_of(measure: Callable[[], float], repeats: int, warmup: int = 1) -> tuple[float, list[float]]:

@@ -36,6 +36,7 @@ from tests.benchmarks._frontier import (
     outcome,
     patience_frontier,
 )
+from tests.benchmarks._report import percentile
 from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
@@ -140,8 +141,7 @@ def evaluation_cost(sources: dict[str, Source], runs_per_source: int = 40) -> tu
                 states = evaluation.states
                 if evaluation.stop_step is not None:
                     break
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, int(0.99 * len(times)))]
+    return percentile(times, 0.5), percentile(times, 0.99)
 
 
 def choose(

@@ -318,6 +318,20 @@ def _block_range(first: int | None, last: int | None) -> list[Any]:
     return conditions
 
 
+def driver_select(columns: str, *, sqlite: bool, from_block: bool = False) -> str:
+    """SQL for the driver's own cursor (what long reads use, past SQLAlchemy's per-row cost): ``columns``
+    of one series' blocks in block order, bound as ``run``, ``key``, ``rank`` (and ``block``, the first
+    block, with ``from_block``) in the driver's own parameter style."""
+
+    def mark(name: str) -> str:
+        return f":{name}" if sqlite else f"%({name})s"
+
+    where = f"run_id = {mark('run')} AND key_id = {mark('key')} AND rank = {mark('rank')}"
+    if from_block:
+        where += f" AND block >= {mark('block')}"
+    return f"SELECT {columns} FROM metric_block WHERE {where} ORDER BY block"
+
+
 def read_series(
     session: Session,
     run_id: int,

@@ -48,17 +48,13 @@ def page_json(
         key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
         if key_id is None:
             raise NotFoundError(f"metric key {key!r} has no points in run {run_id}")
-        where = (
-            "run_id = :run AND key_id = :key AND rank = :rank AND block >= :block ORDER BY block"
-            if db.is_sqlite
-            else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s AND block >= %(block)s "
-            "ORDER BY block"
-        )
         blocks: list[Any] = []
         held = 0
         with closing(session.connection().connection.cursor()) as cursor:
             cursor.execute(
-                f"SELECT step_data, value_data, wall_data FROM metric_block WHERE {where}",
+                _point_store.driver_select(
+                    "step_data, value_data, wall_data", sqlite=db.is_sqlite, from_block=True
+                ),
                 {"run": run_id, "key": key_id, "rank": rank, "block": start_step // BLOCK_STEPS},
             )
             # Enough blocks for the page and the step after it (the next page's start); the first block

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
@@ -102,18 +103,13 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
     )
 
 
-def _summaries(session: Any, sqlite: bool, run_id: int, key_id: int, rank: int) -> list[Any]:
+def _summaries(session: Session, sqlite: bool, run_id: int, key_id: int, rank: int) -> list[Any]:
     """``(block, points, min_value, max_value)`` of every block of the series, in block order, through the
     driver's own cursor (from the covering index ``ix_metric_block_summary``): for a 10,000,000-point
     series these are 39,000 rows, and SQLAlchemy's rows cost twice the query."""
-    where = (
-        "run_id = :run AND key_id = :key AND rank = :rank"
-        if sqlite
-        else "run_id = %(run)s AND key_id = %(key)s AND rank = %(rank)s"
-    )
     with closing(session.connection().connection.cursor()) as cursor:
         cursor.execute(
-            f"SELECT block, points, min_value, max_value FROM metric_block WHERE {where} ORDER BY block",
+            _point_store.driver_select("block, points, min_value, max_value", sqlite=sqlite),
             {"run": run_id, "key": key_id, "rank": rank},
         )
         return list(cursor.fetchall())
@@ -137,23 +133,27 @@ def _buckets_from_blocks(blocks: Sequence[Any], buckets: int) -> list[tuple[str,
     return chosen
 
 
-def _extremes(session: Any, in_series: tuple[Any, ...], chosen: list[tuple[str, int]]) -> dict[int, Any]:
+def _extremes(session: Session, in_series: tuple[Any, ...], chosen: list[tuple[str, int]]) -> dict[int, Any]:
     """step -> (step, value, wall_time) of each chosen block's extreme (or first point)."""
     mb = models.MetricBlock
-    rows = session.connection().execute(
-        select(
-            mb.block,
-            mb.first_step,
-            mb.first_wall,
-            mb.min_value,
-            mb.min_step,
-            mb.min_wall,
-            mb.max_value,
-            mb.max_step,
-            mb.max_wall,
-        ).where(*in_series, mb.block.in_(sorted({block for _, block in chosen})))
-    ).all()
-    by_block = {row[0]: row for row in rows}
+    rows = (
+        session.connection()
+        .execute(
+            select(
+                mb.block,
+                mb.first_step,
+                mb.first_wall,
+                mb.min_value,
+                mb.min_step,
+                mb.min_wall,
+                mb.max_value,
+                mb.max_step,
+                mb.max_wall,
+            ).where(*in_series, mb.block.in_(sorted({block for _, block in chosen})))
+        )
+        .all()
+    )
+    by_block: dict[int, Any] = {row[0]: row for row in rows}  # a min or max block holds a finite value
     picked: dict[int, Any] = {}
     for kind, block in chosen:
         row = by_block[block]
