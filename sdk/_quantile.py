@@ -12,7 +12,18 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     """The ``q`` quantile (0 <= q <= 1) of values already sorted ascending; ``ValueError`` when empty."""
     if not sorted_values:
         raise ValueError("the quantile of no values")
-    position = q * (len(sorted_values) - 1)
+    low, high, fraction = quantile_ranks(len(sorted_values), q)
+    return interpolate(sorted_values[low], sorted_values[high], fraction)
+
+
+def quantile_ranks(count: int, q: float) -> tuple[int, int, float]:
+    """Which two ranks (0-based, ascending) of ``count`` values the ``q`` quantile lies between, and how
+    far: what a store that can read one rank of a sorted index needs to fetch (two values, not all)."""
+    position = q * (count - 1)
     low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+    return low, min(low + 1, count - 1), position - low
+
+
+def interpolate(low_value: float, high_value: float, fraction: float) -> float:
+    """The quantile between the values at the two ranks :func:`quantile_ranks` named."""
+    return low_value + (high_value - low_value) * fraction

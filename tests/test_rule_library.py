@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
 
 NAN = math.nan
 
@@ -50,6 +50,9 @@ class ListCohort:
         table = self.finished if finished_only else self.everyone
         later = [s for s in table if s >= step]
         return sorted(table[min(later)]) if later else []
+
+    def cut_at(self, step, q):
+        return cut_of(self.values_at(step, finished_only=True), q)
 
     def finished_runs(self):
         return self.count

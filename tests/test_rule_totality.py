@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
 from tracker.policy._registry import RULES
 from tracker.schemas._common import json_safe
 
@@ -63,6 +63,9 @@ class _Cohort:
 
     def values_from(self, step: int, *, finished_only: bool) -> list[float]:
         return self.values
+
+    def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
+        return cut_of(self.values, q)
 
     def finished_runs(self) -> int:
         return self.finished

@@ -150,6 +150,61 @@ class MetricBlock(Base):
 BLOCK_STEPS = 256
 
 
+class CohortView(Base):
+    """An experiment's monitored key whose cohort view is kept: ``cohort_value`` and ``cohort_carry``
+    hold every finished, unpruned run of the experiment for that key, kept up to date as runs finish, are
+    pruned or get late points. Built on the first cross-run judgement that needs it (one scan), so a
+    ``percentile`` judgement reads an index rather than every run's points."""
+
+    __tablename__ = "cohort_view"
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiment.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
+
+
+class _CohortMember:
+    """The key of a run's rows in a cohort view: the view (experiment, key) and the run."""
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiment.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+
+
+class CohortValue(_CohortMember, Base):
+    """A finished, unpruned run's finite value of a viewed key at one step (rank 0): a row per point, so
+    the values at a step are an index range, already sorted."""
+
+    __tablename__ = "cohort_value"
+    __table_args__ = (
+        # The values at a step in order, with the run to leave out the one judged: covering.
+        Index("ix_cohort_value_step", "experiment_id", "key_id", "step", "value", "run_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    step: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class CohortCarry(_CohortMember, Base):
+    """A finished run that the policy stopped early (not pruned): it counts at every step after
+    ``after_step`` (its stop, or its last point if later) with its last value, when that is finite."""
+
+    __tablename__ = "cohort_carry"
+    __table_args__ = (
+        Index("ix_cohort_carry_value", "experiment_id", "key_id", "value", "after_step", "run_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    after_step: Mapped[int] = mapped_column(BigInteger)
+    value: Mapped[float] = mapped_column(Float)
+
+
 class RuleState(Base):
     __tablename__ = "rule_state"
 

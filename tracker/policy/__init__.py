@@ -17,7 +17,7 @@ from tracker.policy._policy import (
     initial_states,
 )
 from tracker.policy._registry import RULES, RuleSpec, build_rule
-from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ties, Verdict, fmt
+from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ties, Verdict, cut_of, fmt
 from tracker.policy.rules._checkpoint import CheckpointParams
 from tracker.policy.rules._non_finite import NonFiniteParams
 from tracker.policy.rules._patience import PatienceParams
@@ -43,6 +43,7 @@ __all__ = [
     "Ties",
     "Verdict",
     "build_rule",
+    "cut_of",
     "default_rules",
     "evaluate",
     "evaluate_health",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from sdk._quantile import quantile
 
 Mode = Literal["min", "max"]
 Action = Literal["continue", "checkpoint", "stop", "alert"]
@@ -39,9 +41,20 @@ class Cohort(Protocol):
         past a rung), sorted; runs with no point that late, or a non-finite one there, are left out."""
         ...
 
+    def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
+        """The ``q`` quantile (:func:`sdk._quantile.quantile`) of ``values_at(step, finished_only=True)``
+        and how many values it was taken over; None when there are none. A store may answer without
+        reading every value."""
+        ...
+
     def finished_runs(self) -> int:
         """How many other runs ended without being pruned."""
         ...
+
+
+def cut_of(sorted_values: Sequence[float], q: float) -> tuple[float, int] | None:
+    """:meth:`Cohort.cut_at` for a cohort that holds its values in memory."""
+    return (quantile(sorted_values, q), len(sorted_values)) if sorted_values else None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracker.policy import PRUNING_RULES, Context, Mode, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import (
+    PRUNING_RULES,
+    Context,
+    Mode,
+    Observation,
+    PolicySpec,
+    cut_of,
+    evaluate,
+    initial_states,
+)
 from tracker.replay._curves import Curve
 
 
@@ -113,6 +122,9 @@ class SweepCohort:
         carried = [value for last_step, value in self._ended if last_step < step]
         recorded = self._finished.get(step, [])
         return sorted(recorded + carried) if carried else recorded
+
+    def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
+        return cut_of(self.values_at(step, finished_only=True), q)
 
     def finished_runs(self) -> int:
         return self._count

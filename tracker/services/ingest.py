@@ -25,7 +25,7 @@ from tracker.policy import (
 )
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, decisions, missing_monitor, webhooks
+from tracker.services import _point_store, cohort_view, decisions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.convert import decision_public, judged_step
 from tracker.services.keys import KeyCache
@@ -75,7 +75,11 @@ def ingest(
         fresh = _store_new_points(session, run_id, key_ids, gathered)
         accepted = sum(len(points) for points in fresh.values())
         policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
+        stopped_before = run.stop_step
         deliveries, made, late = _judge(session, run, policy, key_ids, fresh, now)
+        if run.status != "running" and (accepted or run.stop_step != stopped_before):
+            # Points or a stop after the run finished change what its cohort compares with.
+            cohort_view.refresh(session, run)
         moment = datetime.fromtimestamp(now, timezone.utc)
         session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted

@@ -12,7 +12,7 @@ from tracker.db import models
 from tracker.db.engine import Database
 from tracker.errors import ConflictError
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
-from tracker.services import decisions, webhooks
+from tracker.services import cohort_view, decisions, webhooks
 from tracker.services._upsert import insert_ignore
 from tracker.services.convert import run_public
 from tracker.services.wakeups import announce
@@ -164,7 +164,10 @@ def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
     with db.session(write=True) as session:
         run = decisions.get_run_row(session, run_id, lock=True)
         first_end = run.ended_at is None
+        was_running = run.status == "running"
         run.status = request.status
+        if was_running:
+            cohort_view.refresh(session, run)  # it now counts among its experiment's finished runs
         if first_end:
             now = _now()
             ended = request.ended_at

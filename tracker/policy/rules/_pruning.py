@@ -52,21 +52,21 @@ class Percentile(Rule[PercentileParams]):
             return state, None
         if cohort.finished_runs() < p.n_startup_runs:
             return state, None
-        values = cohort.values_at(obs.step, finished_only=True)
-        if len(values) < max(1, p.min_runs_at_step):
-            return state, None
         # The cut that keeps the best `percentile` percent.
-        cut = quantile(values, 1 - p.percentile / 100 if self.mode == "max" else p.percentile / 100)
+        found = cohort.cut_at(obs.step, 1 - p.percentile / 100 if self.mode == "max" else p.percentile / 100)
+        if found is None or found[1] < p.min_runs_at_step:
+            return state, None
+        cut, runs_at_step = found
         if best is not None and not better(cut, best, self.mode):
             return state, None
         reason = (
             f"{self.monitor} best so far {fmt(best)} is worse than the {p.percentile:g}th-percentile cut "
-            f"{fmt(cut)} of {len(values)} finished runs at step {obs.step}"
+            f"{fmt(cut)} of {runs_at_step} finished runs at step {obs.step}"
         )
         verdict = self.stop(
             obs,
             reason=reason,
-            evidence={"best": best, "cut": cut, "runs_at_step": len(values), "percentile": p.percentile},
+            evidence={"best": best, "cut": cut, "runs_at_step": runs_at_step, "percentile": p.percentile},
             best_step=best_step,
             best_value=best,
         )

@@ -1,0 +1,126 @@
+"""The upkeep of cohort views (:class:`tracker.db.models.CohortView`): per experiment and monitored key,
+the finished unpruned runs' values a ``percentile`` judgement compares with, kept as index rows.
+
+A view is built by one scan the first time a judgement needs it; from then on it changes only when a run
+of its experiment joins or leaves the finished cohort or gets points while finished (:func:`refresh`), so
+a judgement's cost does not grow with the experiment.
+
+Both the build and a refresh take the experiment's row lock first. On PostgreSQL (read committed) that
+orders them: a run that finishes while a view is being built is either seen finished by the build's scan
+or, waiting for the lock, sees the new view and adds itself. SQLite's writes are serialised already.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.policy import PRUNING_RULES
+from tracker.services._point_store import unpack
+from tracker.services._upsert import insert_ignore
+
+_mb, _run = models.MetricBlock, models.Run
+
+
+def is_member(run: models.Run) -> bool:
+    """Whether the run counts as finished for its cohort: ended, and not pruned by a cross-run rule."""
+    return run.status != "running" and (run.stop_rule is None or run.stop_rule not in PRUNING_RULES)
+
+
+def finished_condition() -> list[ColumnElement[bool]]:
+    """:func:`is_member` in SQL, over ``models.Run``."""
+    return [_run.status != "running", or_(_run.stop_rule.is_(None), _run.stop_rule.not_in(PRUNING_RULES))]
+
+
+def ensure(session: Session, experiment_id: int, key_id: int) -> None:
+    """Build the experiment's view of ``key_id`` unless it exists (one scan of its finished runs)."""
+    view = (experiment_id, key_id)
+    if session.get(models.CohortView, view) is not None:
+        return
+    _lock_experiment(session, experiment_id)
+    created = session.execute(
+        insert_ignore(session, models.CohortView).values(experiment_id=experiment_id, key_id=key_id)
+    )
+    if created.rowcount == 0:  # type: ignore[attr-defined]
+        return  # built by another transaction while this one waited for the lock
+    blocks = session.execute(
+        select(_run.id, _run.stop_step, _mb.step_data, _mb.value_data, _mb.wall_data)
+        .join(_mb, and_(_mb.run_id == _run.id, _mb.key_id == key_id, _mb.rank == 0))
+        .where(_run.experiment_id == experiment_id, *finished_condition())
+        .order_by(_run.id, _mb.block)
+    ).all()
+    by_run: dict[int, tuple[int | None, list[Sequence[bytes]]]] = {}
+    for run_id, stop_step, *data in blocks:
+        by_run.setdefault(run_id, (stop_step, []))[1].append(data)
+    for run_id, (stop_step, run_blocks) in by_run.items():
+        _insert_member(session, experiment_id, key_id, run_id, stop_step, run_blocks)
+
+
+def refresh(session: Session, run: models.Run) -> None:
+    """Bring the run's rows in every view of its experiment up to date: after it finished, was stopped
+    or pruned while finished, or got points while finished. A no-op for experiments without views."""
+    experiment_id = run.experiment_id
+    if not _views_of(session, experiment_id):
+        return
+    _lock_experiment(session, experiment_id)
+    key_ids = _views_of(session, experiment_id)  # read again under the lock: a build may have just ended
+    for table in (models.CohortValue, models.CohortCarry):
+        session.execute(delete(table).where(table.experiment_id == experiment_id, table.run_id == run.id))
+    if not is_member(run):
+        return
+    blocks = session.execute(
+        select(_mb.key_id, _mb.step_data, _mb.value_data, _mb.wall_data)
+        .where(_mb.run_id == run.id, _mb.key_id.in_(key_ids), _mb.rank == 0)
+        .order_by(_mb.key_id, _mb.block)
+    ).all()
+    by_key: dict[int, list[Sequence[bytes]]] = {}
+    for key_id, *data in blocks:
+        by_key.setdefault(key_id, []).append(data)
+    for key_id, key_blocks in by_key.items():
+        _insert_member(session, experiment_id, key_id, run.id, run.stop_step, key_blocks)
+
+
+def _views_of(session: Session, experiment_id: int) -> list[int]:
+    return list(
+        session.execute(
+            select(models.CohortView.key_id).where(models.CohortView.experiment_id == experiment_id)
+        ).scalars()
+    )
+
+
+def _lock_experiment(session: Session, experiment_id: int) -> None:
+    # FOR UPDATE is left out on SQLite, whose write transactions hold the database already.
+    session.execute(
+        select(models.Experiment.id).where(models.Experiment.id == experiment_id).with_for_update()
+    )
+
+
+def _insert_member(
+    session: Session,
+    experiment_id: int,
+    key_id: int,
+    run_id: int,
+    stop_step: int | None,
+    blocks: Iterable[Sequence[bytes]],
+) -> None:
+    """A run's rows for one key: its finite values, and, when the policy stopped it early, its last value
+    carried past its stop (or its last point, if later), when finite."""
+    points = unpack(list(blocks))
+    if not len(points):
+        return
+    common = {"experiment_id": experiment_id, "key_id": key_id, "run_id": run_id}
+    rows = [
+        {**common, "step": step, "value": value}
+        for step, value in zip(points.steps.tolist(), points.values.tolist(), strict=True)
+        if math.isfinite(value)
+    ]
+    if rows:
+        session.execute(insert(models.CohortValue), rows)
+    last_value = float(points.values[-1])
+    if stop_step is not None and math.isfinite(last_value):
+        after = max(stop_step, int(points.steps[-1]))
+        session.execute(insert(models.CohortCarry).values(**common, after_step=after, value=last_value))
