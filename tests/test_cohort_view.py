@@ -66,6 +66,14 @@ class _Experiment:
         answer = self.client.post(f"/api/v1/runs/{run_id}/finish", json={"status": status})
         assert answer.status_code == 200, answer.text
 
+    def finished_runs(self, leaving_out: int) -> int:
+        runs = [
+            self.client.get(f"/api/v1/runs/{run_id}").json() for run_id in self.sent if run_id != leaving_out
+        ]
+        return sum(
+            run["status"] != "running" and run["stop_rule"] not in ("percentile", "asha") for run in runs
+        )
+
     def expected_at(self, step: int, leaving_out: int) -> list[float]:
         """The finished, unpruned runs' finite values at ``step``, from what was sent and what the API says
         of each run: recorded there, or the last value of a run stopped before ``step``."""
@@ -143,6 +151,9 @@ def _check(experiment: _Experiment, database: Database) -> None:
         assert run is not None
         key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == KEY)).scalar_one()
         cohort = ExperimentCohort(session, run, key_id)
+        finished = experiment.finished_runs(leaving_out=judged)
+        assert cohort.finished_at_least(finished)
+        assert not cohort.finished_at_least(finished + 1)
         for step in range(STEPS + 5):
             expected = experiment.expected_at(step, leaving_out=judged)
             assert cohort.values_at(step, finished_only=True) == expected, step

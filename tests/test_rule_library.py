@@ -54,8 +54,8 @@ class ListCohort:
     def cut_at(self, step, q):
         return cut_of(self.values_at(step, finished_only=True), q)
 
-    def finished_runs(self):
-        return self.count
+    def finished_at_least(self, count):
+        return self.count >= count
 
 
 TABLE = [

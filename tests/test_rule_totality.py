@@ -67,8 +67,8 @@ class _Cohort:
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
         return cut_of(self.values, q)
 
-    def finished_runs(self) -> int:
-        return self.finished
+    def finished_at_least(self, count: int) -> bool:
+        return self.finished >= count
 
 
 def _params_model(name: str) -> type[BaseModel]:

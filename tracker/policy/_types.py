@@ -47,8 +47,9 @@ class Cohort(Protocol):
         reading every value."""
         ...
 
-    def finished_runs(self) -> int:
-        """How many other runs ended without being pruned."""
+    def finished_at_least(self, count: int) -> bool:
+        """Whether at least ``count`` other runs ended without being pruned (a store may stop counting
+        there: an experiment of 10,000 finished runs need not be counted to pass 5)."""
         ...
 
 

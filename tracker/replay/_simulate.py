@@ -126,8 +126,8 @@ class SweepCohort:
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
         return cut_of(self.values_at(step, finished_only=True), q)
 
-    def finished_runs(self) -> int:
-        return self._count
+    def finished_at_least(self, count: int) -> bool:
+        return self._count >= count
 
 
 def replay_curve(policy: PolicySpec, curve: Curve, cohort: SweepCohort | None = None) -> RunResult:

@@ -45,12 +45,15 @@ class ExperimentCohort:
             conditions += cohort_view.finished_condition()
         return conditions
 
-    def finished_runs(self) -> int:
-        if self._finished is None:
-            self._finished = self._session.execute(
-                select(func.count()).select_from(models.Run).where(*self._others(finished_only=True))
-            ).scalar_one()
-        return self._finished
+    def finished_at_least(self, count: int) -> bool:
+        if count <= 0:
+            return True
+        if self._finished is None or self._finished < count:
+            # Counted up to `count` only: past it, the answer cannot change (the experiment's other
+            # finished runs are not walked).
+            enough = select(models.Run.id).where(*self._others(finished_only=True)).limit(count).subquery()
+            self._finished = self._session.execute(select(func.count()).select_from(enough)).scalar_one()
+        return self._finished >= count
 
     def values_at(self, step: int, *, finished_only: bool) -> list[float]:
         key = (step, finished_only)

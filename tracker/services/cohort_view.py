@@ -42,10 +42,13 @@ def ensure(session: Session, experiment_id: int, key_id: int) -> None:
     if session.get(models.CohortView, view) is not None:
         return
     _lock_experiment(session, experiment_id)
+    # RETURNING says whether this insert made the row (psycopg reports no rowcount for it here).
     created = session.execute(
-        insert_ignore(session, models.CohortView).values(experiment_id=experiment_id, key_id=key_id)
-    )
-    if created.rowcount == 0:  # type: ignore[attr-defined]
+        insert_ignore(session, models.CohortView)
+        .values(experiment_id=experiment_id, key_id=key_id)
+        .returning(models.CohortView.key_id)
+    ).first()
+    if created is None:
         return  # built by another transaction while this one waited for the lock
     blocks = session.execute(
         select(_run.id, _run.stop_step, _mb.step_data, _mb.value_data, _mb.wall_data)
@@ -64,10 +67,12 @@ def refresh(session: Session, run: models.Run) -> None:
     """Bring the run's rows in every view of its experiment up to date: after it finished, was stopped
     or pruned while finished, or got points while finished. A no-op for experiments without views."""
     experiment_id = run.experiment_id
-    if not _views_of(session, experiment_id):
-        return
+    # Views are read under the lock, never before it: a build that has not committed yet must either be
+    # waited for (and its view refreshed here) or see this run's change (its scan comes after the lock).
     _lock_experiment(session, experiment_id)
-    key_ids = _views_of(session, experiment_id)  # read again under the lock: a build may have just ended
+    key_ids = _views_of(session, experiment_id)
+    if not key_ids:
+        return
     for table in (models.CohortValue, models.CohortCarry):
         session.execute(delete(table).where(table.experiment_id == experiment_id, table.run_id == run.id))
     if not is_member(run):

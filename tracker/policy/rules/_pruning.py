@@ -50,7 +50,7 @@ class Percentile(Rule[PercentileParams]):
         cohort = ctx.cohort
         if state["stopped"] or cohort is None or obs.step < p.warmup_steps or seen <= p.warmup_evaluations:
             return state, None
-        if cohort.finished_runs() < p.n_startup_runs:
+        if not cohort.finished_at_least(p.n_startup_runs):
             return state, None
         # The cut that keeps the best `percentile` percent.
         found = cohort.cut_at(obs.step, 1 - p.percentile / 100 if self.mode == "max" else p.percentile / 100)

@@ -1,0 +1,152 @@
+"""One trainer process of ``bench_load``: threads that each drive a live run with the real SDK, as a
+training loop would, and start a new run when the tracker stops theirs (a sweep that keeps its slots full).
+
+    python -m tests.benchmarks._load_trainer OUT URL[,URL...] RUNS SECONDS EXPERIMENT SEED
+
+Each run logs 10 training keys at 10 steps/s and ``val/acc`` every 10 steps, under ``patience`` +
+``checkpoint`` + ``percentile``. After logging ``val/acc`` the loop calls ``should_stop()`` and
+``should_checkpoint()`` as the README's loop does; the stop-signal latency is the time from the ``log()``
+of the monitored value the stop was decided on to ``should_stop()`` answering True. Runs are spread over
+the URLs in turn (replicas). What it saw is written to OUT as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sdk
+
+MONITOR = "val/acc"
+TRAIN_KEYS = [f"train/k{i}" for i in range(10)]
+STEPS_PER_S = 10
+EVAL_EVERY = 10
+RULES: list[dict[str, Any]] = [
+    {"rule": "patience", "patience": 5},
+    {"rule": "checkpoint"},
+    {"rule": "percentile", "percentile": 10.0, "n_startup_runs": 5, "warmup_evaluations": 5},
+]
+
+
+class _Errors(logging.Handler):
+    """Counts the SDK's warnings and errors (a refused batch, a tracker away, a late verdict)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.first: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        if len(self.first) < 5:
+            self.first.append(record.getMessage()[:300])
+
+
+@dataclass
+class _Seen:
+    latencies: list[float] = field(default_factory=list)
+    stops: dict[str, int] = field(default_factory=dict)
+    runs: dict[int, int] = field(default_factory=dict)  # run id -> points logged
+    steps: int = 0
+    lost: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _accuracy(evaluation: int, peak: int, top: float, rng: random.Random) -> float:
+    """Rises to ``top`` at evaluation ``peak``, then falls: patience stops it a few evaluations later."""
+    if evaluation <= peak:
+        return top * (1 - math.exp(-3 * (evaluation + 1) / (peak + 1))) + rng.gauss(0, 0.002)
+    return top * (1 - math.exp(-3)) - 0.01 * (evaluation - peak) + rng.gauss(0, 0.002)
+
+
+def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen) -> None:
+    rng = random.Random(seed)
+    while time.monotonic() < end:
+        run = sdk.init(
+            project="load",
+            experiment=experiment,
+            url=url,
+            monitor=MONITOR,
+            mode="max",
+            rules=RULES,
+            spool=False,
+        )
+        peak, top = rng.randint(8, 40), rng.uniform(0.5, 0.95)
+        logged_at: dict[int, float] = {}
+        points = 0
+        step = 0
+        tick = time.monotonic()
+        while time.monotonic() < end:
+            run.log({key: 1.0 / (step + 1) for key in TRAIN_KEYS}, step=step)
+            points += len(TRAIN_KEYS)
+            if step % EVAL_EVERY == 0:
+                logged_at[step] = time.perf_counter()
+                run.log({MONITOR: _accuracy(step // EVAL_EVERY, peak, top, rng)}, step=step)
+                points += 1
+                stop = run.should_stop()
+                run.should_checkpoint()
+                if stop:
+                    decided = run.latest
+                    answered = time.perf_counter()
+                    with seen.lock:
+                        seen.latencies.append(answered - logged_at.get(decided.step, answered))
+                        seen.stops[decided.rule or "?"] = seen.stops.get(decided.rule or "?", 0) + 1
+                    break
+            step += 1
+            tick += 1 / STEPS_PER_S
+            time.sleep(max(0.0, tick - time.monotonic()))
+        lost = run.finish(timeout=60)
+        with seen.lock:
+            seen.steps += step
+            seen.lost += lost
+            if run.id is not None:
+                seen.runs[run.id] = points
+
+
+def main(argv: list[str]) -> None:
+    out, urls, runs, seconds, experiment, seed = argv
+    errors = _Errors()
+    logging.getLogger("plateau").addHandler(errors)
+    seen = _Seen()
+    started = time.monotonic()
+    end = started + float(seconds)
+    addresses = urls.split(",")
+    threads = []
+    for slot in range(int(runs)):
+        # Slots start spread over the first second, as trainers do not all start on one tick.
+        thread = threading.Thread(
+            target=_drive,
+            args=(addresses[slot % len(addresses)], experiment, int(seed) * 100_000 + slot, end, seen),
+            daemon=True,
+        )
+        threads.append(thread)
+        thread.start()
+        time.sleep(1.0 / int(runs))
+    for thread in threads:
+        thread.join()
+    Path(out).write_text(
+        json.dumps(
+            {
+                "latencies": seen.latencies,
+                "stops": seen.stops,
+                "runs": seen.runs,
+                "steps": seen.steps,
+                "lost": seen.lost,
+                "errors": errors.count,
+                "first_errors": errors.first,
+                "seconds": time.monotonic() - started,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,289 @@
+"""Issue 22's load benchmark: many live runs driven by trainer processes through the real SDK.
+
+    python -m tests.benchmarks.bench_load [--targets sqlite,postgres,replicas] [--seconds 60]
+        [--sqlite-runs 1000] [--postgres-runs 2000] [--replica-runs 1000] [--processes 4]
+        [--postgres-url URL] [--json]
+
+Targets: one ``plateau serve`` worker on SQLite; 4 workers on one PostgreSQL; two ``plateau serve``
+replicas on one PostgreSQL with the trainers' runs spread across them. In each, every run logs 10
+training keys at 10 steps/s and ``val/acc`` every 10 steps under ``patience`` + ``checkpoint`` +
+``percentile`` (:mod:`tests.benchmarks._load_trainer`); a run the tracker stops is finished and its slot
+starts a new one. Reported, per target:
+
+- points/s stored (read back from the database), against the points/s offered (runs x 110);
+- steps/s the loops kept, against the 10/s each asks for (a loop held up by the tracker falls behind);
+- stop-signal latency, ``log()`` of the monitored value to ``should_stop()`` True, p50 and p99;
+- with replicas, cross-replica stop-signal latency: a stop decided through one replica, a long-poll
+  waiting for it on the other, measured while the load runs, p50 and p99;
+- tracker CPU seconds per million points stored (every process of the tracker, from /proc);
+- on PostgreSQL, database transactions per idle long-poll per second (``pg_stat_database``: 50
+  long-polls waiting 12 s against none, on the quiet tracker after the load);
+- the SDK's errors (warnings logged) and points lost (logged but not stored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import create_engine, text
+
+from tests._cross_replica import stop_seen_on_other
+from tests._server import TrackerProcess
+from tests.benchmarks._report import percentile
+from tests.conftest import scratch_postgres
+from tracker.db.migrate import upgrade
+
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+STEPS_PER_S = 10
+POINTS_PER_STEP = 10 + 1 / 10  # training keys every step, the monitored metric every 10th
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and every live descendant (uvicorn's workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, stack = 0.0, [pid]
+    while stack:
+        current = stack.pop()
+        total += times.get(current, 0.0)
+        stack += [child for child, parent in parents.items() if parent == current]
+    return total
+
+
+def _stored_points(database_url: str) -> dict[int, int]:
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT run_id, SUM(points) FROM metric_block GROUP BY run_id")).all()
+    engine.dispose()
+    return {int(run_id): int(points) for run_id, points in rows}
+
+
+def _trainers(
+    urls: list[str], runs: int, processes: int, seconds: float, folder: Path
+) -> list[dict[str, Any]]:
+    experiment = f"load-{uuid.uuid4().hex[:8]}"
+    children = []
+    for index in range(processes):
+        share = runs // processes + (1 if index < runs % processes else 0)
+        out = folder / f"trainer-{index}.json"
+        command = [sys.executable, "-m", "tests.benchmarks._load_trainer", str(out), ",".join(urls)]
+        command += [str(share), str(seconds), experiment, str(index)]
+        children.append((subprocess.Popen(command), out))
+    seen = []
+    for child, out in children:
+        child.wait(timeout=seconds + 600)
+        seen.append(json.loads(out.read_text()))
+    return seen
+
+
+def _cross_replica_probe(a: str, b: str, stop: threading.Event, latencies: list[float]) -> None:
+    """While the load runs: a stop decided through ``a`` and a long-poll on ``b`` waiting for it."""
+    with httpx.Client(base_url=a, timeout=60) as writer, httpx.Client(base_url=b, timeout=60) as reader:
+        while not stop.is_set():
+            latency, decision = stop_seen_on_other(writer, reader, "load-probe")
+            if decision.get("action") == "stop":
+                latencies.append(latency)
+            stop.wait(0.5)
+
+
+def _transactions(database_url: str) -> int:
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        count = connection.execute(
+            text(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+            )
+        ).scalar_one()
+    engine.dispose()
+    return int(count)
+
+
+def _idle_long_poll_queries(url: str, database_url: str, polls: int = 50, window: float = 12.0) -> float:
+    """Database transactions per idle long-poll per second: ``polls`` long-polls waiting ``window`` s on
+    runs that get no points, against the same window with none. PostgreSQL flushes a backend's counters
+    when it has been idle 10 s (``PGSTAT_IDLE_INTERVAL``), so each window is read 11 s after it ends."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        ids = [
+            http.post("/api/v1/runs", json={"project": "load", "experiment": "idle"}).json()["id"]
+            for _ in range(polls)
+        ]
+
+        def window_count(waiting: bool) -> int:
+            before = _transactions(database_url)
+            if waiting:
+                with ThreadPoolExecutor(polls) as pool:
+                    list(
+                        pool.map(
+                            lambda run_id: http.get(
+                                f"/api/v1/runs/{run_id}/decision", params={"step": 0, "wait": window}
+                            ),
+                            ids,
+                        )
+                    )
+            else:
+                time.sleep(window)
+            time.sleep(11)
+            # Our own two reads are transactions too; they are the same in both windows.
+            return _transactions(database_url) - before
+
+        quiet = window_count(False)
+        busy = window_count(True)
+    return max(0, busy - quiet) / (polls * window)
+
+
+def _target(
+    name: str,
+    servers: list[TrackerProcess],
+    database_url: str,
+    runs: int,
+    processes: int,
+    seconds: float,
+    folder: Path,
+) -> dict[str, Any]:
+    urls = [server.url for server in servers]
+    probe_latencies: list[float] = []
+    probe_stop = threading.Event()
+    probe = None
+    if len(urls) > 1:
+        probe = threading.Thread(
+            target=_cross_replica_probe, args=(urls[0], urls[1], probe_stop, probe_latencies), daemon=True
+        )
+    cpu_before = sum(_tree_cpu_seconds(server.process.pid) for server in servers)
+    stored_before = sum(_stored_points(database_url).values())
+    started = time.monotonic()
+    if probe is not None:
+        probe.start()
+    seen = _trainers(urls, runs, processes, seconds, folder / name)
+    elapsed = time.monotonic() - started
+    probe_stop.set()
+    if probe is not None:
+        probe.join(timeout=60)
+    cpu = sum(_tree_cpu_seconds(server.process.pid) for server in servers) - cpu_before
+    stored = _stored_points(database_url)
+    logged = {run_id: points for trainer in seen for run_id, points in trainer["runs"].items()}
+    lost = sum(max(0, points - stored.get(int(run_id), 0)) for run_id, points in logged.items())
+    stored_total = sum(stored.values()) - stored_before
+    latencies = [latency for trainer in seen for latency in trainer["latencies"]]
+    stops: dict[str, int] = {}
+    for trainer in seen:
+        for rule, count in trainer["stops"].items():
+            stops[rule] = stops.get(rule, 0) + count
+    result: dict[str, Any] = {
+        "target": name,
+        "live_runs": runs,
+        "runs_driven": len(logged),
+        "seconds": round(elapsed, 1),
+        "points_per_s_offered": round(runs * STEPS_PER_S * POINTS_PER_STEP),
+        "points_per_s_stored": round(stored_total / elapsed),
+        "steps_per_s_per_run": round(sum(t["steps"] for t in seen) / runs / elapsed, 2),
+        "stops": stops,
+        "stop_latency_ms_p50": round(1000 * percentile(latencies, 0.5), 1) if latencies else None,
+        "stop_latency_ms_p99": round(1000 * percentile(latencies, 0.99), 1) if latencies else None,
+        "tracker_cpu_s_per_million_points": round(cpu / max(stored_total, 1) * 1e6, 2),
+        "sdk_errors": sum(t["errors"] for t in seen),
+        "first_errors": [message for t in seen for message in t["first_errors"]][:5],
+        "points_lost": lost + sum(t["lost"] for t in seen),
+    }
+    if probe_latencies:
+        result["cross_replica_ms_p50"] = round(1000 * percentile(probe_latencies, 0.5), 1)
+        result["cross_replica_ms_p99"] = round(1000 * percentile(probe_latencies, 0.99), 1)
+        result["cross_replica_probes"] = len(probe_latencies)
+    if not database_url.startswith("sqlite"):
+        result["queries_per_idle_long_poll_per_s"] = round(_idle_long_poll_queries(urls[0], database_url), 4)
+    return result
+
+
+def _with_postgres(admin_url: str, work: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    with scratch_postgres(admin_url) as url:
+        upgrade(url)
+        return work(url)
+
+
+def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.keep) if args.keep else Path(scratch)
+        for target in args.targets.split(","):
+            (folder / target).mkdir()
+            if target == "sqlite":
+                server = TrackerProcess(folder / "home-sqlite")
+                try:
+                    url = f"sqlite:///{folder / 'home-sqlite' / 'plateau.db'}"
+                    results.append(
+                        _target(
+                            "sqlite", [server], url, args.sqlite_runs, args.processes, args.seconds, folder
+                        )
+                    )
+                finally:
+                    server.stop()
+            elif target in ("postgres", "replicas"):
+
+                def on_postgres(url: str, target: str = target) -> dict[str, Any]:
+                    if target == "postgres":
+                        servers = [TrackerProcess(folder / "home-pg", database_url=url, workers=4)]
+                        runs = args.postgres_runs
+                    else:
+                        servers = [
+                            TrackerProcess(folder / f"home-replica-{i}", database_url=url) for i in range(2)
+                        ]
+                        runs = args.replica_runs
+                    try:
+                        return _target(target, servers, url, runs, args.processes, args.seconds, folder)
+                    finally:
+                        for server in servers:
+                            server.stop()
+
+                results.append(_with_postgres(args.postgres_url, on_postgres))
+            else:
+                raise SystemExit(f"unknown target {target!r}: sqlite, postgres or replicas")
+            print(json.dumps(results[-1]) if args.json else _line(results[-1]), flush=True)
+    return results
+
+
+def _line(result: dict[str, Any]) -> str:
+    return "  ".join(f"{key}={value}" for key, value in result.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--targets", default="sqlite,postgres,replicas")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--sqlite-runs", type=int, default=1000)
+    parser.add_argument("--postgres-runs", type=int, default=2000)
+    parser.add_argument("--replica-runs", type=int, default=1000)
+    parser.add_argument("--processes", type=int, default=4, help="trainer processes")
+    parser.add_argument(
+        "--postgres-url", default=os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
+    )
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--keep", help="a folder to keep the trackers' homes and logs in")
+    run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
