@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from tests._server import TrackerProcess
 from tracker.app import create_app
 from tracker.config import Settings
 from tracker.db import models
@@ -39,12 +43,13 @@ THRESHOLD = {"monitor": KEY, "mode": "max", "rules": [{"rule": "threshold", "sto
 class _Experiment:
     """Runs made through the API, with what was sent to each (the first value of a step wins)."""
 
-    def __init__(self, client: TestClient) -> None:
+    def __init__(self, client: TestClient | httpx.Client, name: str = "sweep") -> None:
         self.client = client
+        self.name = name
         self.sent: dict[int, dict[int, float]] = {}
 
     def run(self, policy: dict[str, Any] | None) -> int:
-        body: dict[str, Any] = {"project": "p", "experiment": "sweep"}
+        body: dict[str, Any] = {"project": "p", "experiment": self.name}
         if policy is not None:
             body["policy"] = policy
         created = self.client.post("/api/v1/runs", json=body)
@@ -136,7 +141,7 @@ def _build_and_change(experiment: _Experiment, rng: random.Random, database: Dat
     experiment.finish(late_stopper)
     experiment.log(late_stopper, {2: 7.0})
     assert experiment.client.get(f"/api/v1/runs/{late_stopper}").json()["stop_step"] == 2
-    runs = experiment.client.get("/api/v1/runs", params={"experiment": "sweep"}).json()["data"]
+    runs = experiment.client.get("/api/v1/runs", params={"experiment": experiment.name}).json()["data"]
     stops = [(run["status"], run["stop_rule"]) for run in runs]
     # The cases the view must get right all occurred: pruned, stopped early and finished, still running.
     assert any(rule == "percentile" for _, rule in stops), stops
@@ -159,6 +164,7 @@ def _check(experiment: _Experiment, database: Database) -> None:
             assert cohort.values_at(step, finished_only=True) == expected, step
             for q in (0.0, 0.01, 0.25, 0.5, 0.9, 1.0):
                 assert cohort.cut_at(step, q) == cut_of(expected, q), (step, q)
+        assert session.get(models.CohortView, (run.experiment_id, key_id)) is not None  # read from the view
     del experiment.sent[judged]
 
 
@@ -182,3 +188,34 @@ def test_the_view_agrees_with_the_stored_runs_on_postgresql(tmp_path: Path, post
         _build_and_change(experiment, random.Random(11), database)
         _check(experiment, database)
         database.dispose()
+
+
+@pytest.mark.postgres
+def test_the_view_stays_exact_while_runs_finish_during_its_build(tmp_path: Path, postgres_url: str) -> None:
+    """4 workers on PostgreSQL: runs finish while judged runs build the view and read it, concurrently
+    (a build that missed a finishing run, or two that both built, would show here)."""
+    upgrade(postgres_url)
+    server = TrackerProcess(tmp_path, database_url=postgres_url, workers=4)
+    judging = {**PRUNE, "rules": [{"rule": "percentile", "percentile": 50.0, "n_startup_runs": 0}]}
+    database = Database(postgres_url)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            for round_ in range(3):
+                rng = random.Random(round_)
+                experiment = _Experiment(client, name=f"race-{round_}")
+                finishing = [experiment.run(PATIENCE if i % 2 else None) for i in range(16)]
+                for run_id in finishing:
+                    experiment.log(run_id, _curve(rng))
+                judges = [experiment.run(judging) for _ in range(8)]
+                high = {step: 2.0 for step in range(STEPS)}
+                work = [partial(experiment.finish, r) for r in finishing]
+                work += [partial(experiment.log, r, high) for r in judges]
+                rng.shuffle(work)
+                with ThreadPoolExecutor(12) as pool:
+                    list(pool.map(lambda job: job(), work))
+                for run_id in judges:
+                    del experiment.sent[run_id]  # running: not in anyone's cohort
+                _check(experiment, database)
+    finally:
+        database.dispose()
+        server.stop()
