@@ -16,8 +16,8 @@ starts a new one. Reported, per target:
 - with replicas, cross-replica stop-signal latency: a stop decided through one replica, a long-poll
   waiting for it on the other, measured while the load runs, p50 and p99;
 - tracker CPU seconds per million points stored (every process of the tracker, from /proc);
-- on PostgreSQL, database transactions per idle long-poll per second (``pg_stat_database``: 50
-  long-polls waiting 12 s against none, on the quiet tracker after the load);
+- on PostgreSQL, database transactions per idle long-poll per second of waiting (``pg_stat_database``,
+  on the quiet tracker after the load: :func:`_idle_long_poll_queries`);
 - the SDK's errors (warnings logged) and points lost (logged but not stored).
 """
 
@@ -121,37 +121,34 @@ def _transactions(database_url: str) -> int:
     return int(count)
 
 
-def _idle_long_poll_queries(url: str, database_url: str, polls: int = 50, window: float = 12.0) -> float:
-    """Database transactions per idle long-poll per second: ``polls`` long-polls waiting ``window`` s on
-    runs that get no points, against the same window with none. PostgreSQL flushes a backend's counters
-    when it has been idle 10 s (``PGSTAT_IDLE_INTERVAL``), so each window is read 11 s after it ends."""
+def _idle_long_poll_queries(url: str, database_url: str, polls: int = 50) -> float:
+    """Database transactions per idle long-poll per second of waiting: ``polls`` long-polls on runs that
+    get no points, waiting 12 s and waiting 2 s; the difference, less the quiet tracker's own over the
+    same 10 s, is what waiting costs (opening and answering a long-poll cost the same in both). Each
+    count is read 11 s after its window: PostgreSQL publishes a backend's counters once it has been idle
+    10 s (``PGSTAT_IDLE_INTERVAL``)."""
     with httpx.Client(base_url=url, timeout=60) as http:
         ids = [
             http.post("/api/v1/runs", json={"project": "load", "experiment": "idle"}).json()["id"]
             for _ in range(polls)
         ]
 
-        def window_count(waiting: bool) -> int:
+        def window(seconds: float, *, waiting: bool) -> int:
             before = _transactions(database_url)
             if waiting:
                 with ThreadPoolExecutor(polls) as pool:
+                    wait = {"step": 0, "wait": seconds}
                     list(
-                        pool.map(
-                            lambda run_id: http.get(
-                                f"/api/v1/runs/{run_id}/decision", params={"step": 0, "wait": window}
-                            ),
-                            ids,
-                        )
+                        pool.map(lambda run_id: http.get(f"/api/v1/runs/{run_id}/decision", params=wait), ids)
                     )
             else:
-                time.sleep(window)
+                time.sleep(seconds)
             time.sleep(11)
-            # Our own two reads are transactions too; they are the same in both windows.
             return _transactions(database_url) - before
 
-        quiet = window_count(False)
-        busy = window_count(True)
-    return max(0, busy - quiet) / (polls * window)
+        quiet = window(12, waiting=False) - window(2, waiting=False)
+        waited = window(12, waiting=True) - window(2, waiting=True)
+    return max(0, waited - quiet) / (polls * 10)
 
 
 def _target(
