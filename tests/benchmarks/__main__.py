@@ -7,7 +7,9 @@ rate, ``log()`` to stored, beside it); 3 keep-alive round trip;
 4 stop-signal latency; 5 policy engine; 6 history of a 1,000,000-point run; 7 storage and memory;
 8 replay of the OPDA curves; 9 a 10,000,000-point series (issue 22: downsampled view, full read, bytes per
 point); 10 an experiment of 10,000 finished runs (issue 22: the runs list's first page, and a monitored
-evaluation under ``percentile`` and ``asha`` at 100 and at 10,000 finished runs; ~6 min). Every tracker
+evaluation under ``percentile`` and ``asha`` at 100 and at 10,000 finished runs; ~4 min); 11 load
+(``bench_load`` with its defaults: 1,000 live runs on SQLite, 2,000 on 4 PostgreSQL workers, 1,000 across two
+replicas, each for 60 s; ~8 min). Every tracker
 here is a real ``plateau serve`` on a loopback port (SQLite in a temporary folder unless it says
 PostgreSQL); every figure is a median after a warm-up. The peers
 (``pip install -e '.[bench]'``) run in the same process tree at the same time: an ``mlflow server`` on
@@ -32,6 +34,7 @@ from tests._server import TrackerProcess
 from tests.benchmarks import _client_side as client
 from tests.benchmarks import _scale as scale
 from tests.benchmarks import _tracker_side as tracker
+from tests.benchmarks import bench_load
 from tests.benchmarks._peers import MlflowServer, missing
 from tests.benchmarks._report import Figure, table
 from tracker.db.migrate import upgrade
@@ -437,7 +440,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 11), metavar="N", help="these sections"
+        "--only", type=int, nargs="+", choices=range(1, 12), metavar="N", help="these sections"
     )
     parser.add_argument("--quick", action="store_true", help="a 100,000-point history and no MLflow history")
     parser.add_argument(
@@ -445,7 +448,7 @@ def main() -> None:
     )
     parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES)
     args = parser.parse_args()
-    sections = set(args.only or range(1, 11))
+    sections = set(args.only or range(1, 12))
     figures: list[Figure] = []
     skipped: list[str] = []
     started = time.perf_counter()
@@ -486,6 +489,10 @@ def main() -> None:
             if 10 in sections:
                 _settle()
                 _big_experiment(figures, home, args.quick)
+            if 11 in sections:
+                _settle()
+                load = bench_load.parser().parse_args(["--postgres-url", args.postgres_url])
+                figures += bench_load.figures(bench_load.run(load))
         finally:
             server.stop()
     machine = {

@@ -32,7 +32,8 @@ EVAL_EVERY = 10
 RULES: list[dict[str, Any]] = [
     {"rule": "patience", "patience": 5},
     {"rule": "checkpoint"},
-    {"rule": "percentile", "percentile": 10.0, "n_startup_runs": 5, "warmup_evaluations": 5},
+    # Keeps the best 90% at each step (prunes the worst tenth): a sweep that prunes a little.
+    {"rule": "percentile", "percentile": 90.0, "n_startup_runs": 5, "warmup_evaluations": 5},
 ]
 
 

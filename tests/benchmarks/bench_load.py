@@ -42,7 +42,7 @@ from sqlalchemy import create_engine, text
 
 from tests._cross_replica import stop_seen_on_other
 from tests._server import TrackerProcess
-from tests.benchmarks._report import percentile
+from tests.benchmarks._report import Figure, percentile, table
 from tests.conftest import scratch_postgres
 from tracker.db.migrate import upgrade
 
@@ -79,6 +79,15 @@ def _stored_points(database_url: str) -> dict[int, int]:
         rows = connection.execute(text("SELECT run_id, SUM(points) FROM metric_block GROUP BY run_id")).all()
     engine.dispose()
     return {int(run_id): int(points) for run_id, points in rows}
+
+
+def _batches(database_url: str) -> int:
+    """Ingest requests the tracker applied (one ``ingest_batch`` row each)."""
+    engine = create_engine(database_url)
+    with engine.connect() as connection:
+        count = connection.execute(text("SELECT COUNT(*) FROM ingest_batch")).scalar_one()
+    engine.dispose()
+    return int(count)
 
 
 def _trainers(
@@ -170,6 +179,7 @@ def _target(
         )
     cpu_before = sum(_tree_cpu_seconds(server.process.pid) for server in servers)
     stored_before = sum(_stored_points(database_url).values())
+    batches_before = _batches(database_url)
     started = time.monotonic()
     if probe is not None:
         probe.start()
@@ -183,6 +193,7 @@ def _target(
     logged = {run_id: points for trainer in seen for run_id, points in trainer["runs"].items()}
     lost = sum(max(0, points - stored.get(int(run_id), 0)) for run_id, points in logged.items())
     stored_total = sum(stored.values()) - stored_before
+    batches = _batches(database_url) - batches_before
     latencies = [latency for trainer in seen for latency in trainer["latencies"]]
     stops: dict[str, int] = {}
     for trainer in seen:
@@ -200,6 +211,10 @@ def _target(
         "stop_latency_ms_p50": round(1000 * percentile(latencies, 0.5), 1) if latencies else None,
         "stop_latency_ms_p99": round(1000 * percentile(latencies, 0.99), 1) if latencies else None,
         "tracker_cpu_s_per_million_points": round(cpu / max(stored_total, 1) * 1e6, 2),
+        # Where the time goes: requests, not points (a batch carries ~5 steps of one run).
+        "ingest_batches_per_s": round(batches / elapsed),
+        "tracker_cpu_ms_per_batch": round(1000 * cpu / max(batches, 1), 3),
+        "tracker_cpu_share": round(cpu / elapsed, 2),
         "sdk_errors": sum(t["errors"] for t in seen),
         "first_errors": [message for t in seen for message in t["first_errors"]][:5],
         "points_lost": lost + sum(t["lost"] for t in seen),
@@ -219,7 +234,82 @@ def _with_postgres(admin_url: str, work: Callable[[str], dict[str, Any]]) -> dic
         return work(url)
 
 
+_LABELS = {
+    "sqlite": "SQLite, 1 worker",
+    "postgres": "PostgreSQL, 4 workers",
+    "replicas": "2 replicas on PostgreSQL",
+}
+
+
+def figures(results: list[dict[str, Any]]) -> list[Figure]:
+    """The suite's section 11: each target's figures beside issue 22's targets."""
+    out = []
+    for r in results:
+        label = f"load, {_LABELS[r['target']]}, {r['live_runs']:,} live runs"
+        floor = 0.95 * r["points_per_s_offered"]
+        p50, p99 = r["stop_latency_ms_p50"], r["stop_latency_ms_p99"]
+        out += [
+            Figure(
+                "11",
+                f"{label}: points/s stored ({r['points_per_s_offered']:,} offered; loops kept "
+                f"{r['steps_per_s_per_run']} of 10 steps/s)",
+                r["points_per_s_stored"],
+                "points/s",
+                f">= {floor:,.0f} (sustained)",
+                r["points_per_s_stored"] >= floor,
+            ),
+            Figure("11", f"{label}: stop-signal latency p50", p50, "ms"),
+            Figure(
+                "11",
+                f"{label}: stop-signal latency p99 ({sum(r['stops'].values())} stops)",
+                p99,
+                "ms",
+                "<= 50 ms",
+                p99 is not None and p99 <= 50,
+            ),
+            Figure(
+                "11",
+                f"{label}: SDK errors + points lost",
+                r["sdk_errors"] + r["points_lost"],
+                "",
+                "0",
+                r["sdk_errors"] + r["points_lost"] == 0,
+            ),
+            Figure(
+                "11", f"{label}: tracker CPU per million points", r["tracker_cpu_s_per_million_points"], "s"
+            ),
+            Figure(
+                "11",
+                f"{label}: tracker CPU per ingest batch ({r['ingest_batches_per_s']:,} batches/s, "
+                f"tracker busy {r['tracker_cpu_share']:g} CPUs)",
+                r["tracker_cpu_ms_per_batch"],
+                "ms",
+            ),
+        ]
+        if "cross_replica_ms_p99" in r:
+            out += [
+                Figure(
+                    "11", f"{label}: cross-replica stop-signal latency p50", r["cross_replica_ms_p50"], "ms"
+                ),
+                Figure(
+                    "11",
+                    f"{label}: cross-replica stop-signal latency p99 ({r['cross_replica_probes']} probes)",
+                    r["cross_replica_ms_p99"],
+                    "ms",
+                    "<= 20 ms",
+                    r["cross_replica_ms_p99"] <= 20,
+                ),
+            ]
+        if "queries_per_idle_long_poll_per_s" in r:
+            idle = r["queries_per_idle_long_poll_per_s"]
+            out.append(
+                Figure("11", f"{label}: database queries per idle long-poll per s", idle, "", "0", idle == 0)
+            )
+    return out
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every target ``args.targets`` names (see :func:`parser`), one after the other."""
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.keep) if args.keep else Path(scratch)
@@ -264,22 +354,29 @@ def _line(result: dict[str, Any]) -> str:
     return "  ".join(f"{key}={value}" for key, value in result.items())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--targets", default="sqlite,postgres,replicas")
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--sqlite-runs", type=int, default=1000)
-    parser.add_argument("--postgres-runs", type=int, default=2000)
-    parser.add_argument("--replica-runs", type=int, default=1000)
-    parser.add_argument("--processes", type=int, default=4, help="trainer processes")
-    parser.add_argument(
+    options.add_argument("--targets", default="sqlite,postgres,replicas")
+    options.add_argument("--seconds", type=float, default=60.0)
+    options.add_argument("--sqlite-runs", type=int, default=1000)
+    options.add_argument("--postgres-runs", type=int, default=2000)
+    options.add_argument("--replica-runs", type=int, default=1000)
+    options.add_argument("--processes", type=int, default=4, help="trainer processes")
+    options.add_argument(
         "--postgres-url", default=os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
     )
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--keep", help="a folder to keep the trackers' homes and logs in")
-    run(parser.parse_args())
+    options.add_argument("--json", action="store_true")
+    options.add_argument("--keep", help="a folder to keep the trackers' homes and logs in")
+    return options
+
+
+def main() -> None:
+    args = parser().parse_args()
+    results = run(args)
+    if not args.json:
+        print(table(figures(results)))
 
 
 if __name__ == "__main__":
