@@ -46,7 +46,11 @@ def make_engine(url: str) -> Engine:
     """An engine for ``url``; for SQLite, creates the parent folder and sets WAL and busy timeout."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # A bounded pool, and requests beyond it wait for a connection (up to 30 s) rather than open more:
+        # with 20 + 20 per worker, 4 workers under 300 live runs asked PostgreSQL for more than its
+        # default 100 connections and got "too many clients" (HTTP 500). 12 per worker, plus one listening
+        # connection, keeps 4 workers and a second replica's 4 within 100.
+        return create_engine(url, pool_pre_ping=True, pool_size=12, max_overflow=0, pool_timeout=30)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
