@@ -1,13 +1,14 @@
 """One trainer process of ``bench_load``: threads that each drive a live run with the real SDK, as a
 training loop would, and start a new run when the tracker stops theirs (a sweep that keeps its slots full).
 
-    python -m tests.benchmarks._load_trainer OUT URL[,URL...] RUNS SECONDS EXPERIMENT SEED
+    python -m tests.benchmarks._load_trainer OUT URL[,URL...] RUNS SECONDS EXPERIMENT SEED SPOOL_DIR
 
 Each run logs 10 training keys at 10 steps/s and ``val/acc`` every 10 steps, under ``patience`` +
 ``checkpoint`` + ``percentile``. After logging ``val/acc`` the loop calls ``should_stop()`` and
 ``should_checkpoint()`` as the README's loop does; the stop-signal latency is the time from the ``log()``
 of the monitored value the stop was decided on to ``should_stop()`` answering True. Runs are spread over
-the URLs in turn (replicas). What it saw is written to OUT as JSON.
+the URLs in turn (replicas). The SDK runs as users run it, with its disk spool (in SPOOL_DIR): what the
+tracker does not take in time is spooled, not lost. What it saw is written to OUT as JSON.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class _Seen:
     runs: dict[int, int] = field(default_factory=dict)  # run id -> points logged
     steps: int = 0
     lost: int = 0
+    spooled: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -68,7 +70,7 @@ def _accuracy(evaluation: int, peak: int, top: float, rng: random.Random) -> flo
     return top * (1 - math.exp(-3)) - 0.01 * (evaluation - peak) + rng.gauss(0, 0.002)
 
 
-def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen) -> None:
+def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_dir: str) -> None:
     rng = random.Random(seed)
     while time.monotonic() < end:
         run = sdk.init(
@@ -108,12 +110,13 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen) -> Non
         with seen.lock:
             seen.steps += step
             seen.lost += lost
+            seen.spooled += run.spooled_points
             if run.id is not None:
                 seen.runs[run.id] = points
 
 
 def main(argv: list[str]) -> None:
-    out, urls, runs, seconds, experiment, seed = argv
+    out, urls, runs, seconds, experiment, seed, spool_dir = argv
     errors = _Errors()
     logging.getLogger("plateau").addHandler(errors)
     seen = _Seen()
@@ -125,7 +128,14 @@ def main(argv: list[str]) -> None:
         # Slots start spread over the first second, as trainers do not all start on one tick.
         thread = threading.Thread(
             target=_drive,
-            args=(addresses[slot % len(addresses)], experiment, int(seed) * 100_000 + slot, end, seen),
+            args=(
+                addresses[slot % len(addresses)],
+                experiment,
+                int(seed) * 100_000 + slot,
+                end,
+                seen,
+                spool_dir,
+            ),
             daemon=True,
         )
         threads.append(thread)
@@ -141,6 +151,7 @@ def main(argv: list[str]) -> None:
                 "runs": seen.runs,
                 "steps": seen.steps,
                 "lost": seen.lost,
+                "spooled": seen.spooled,
                 "errors": errors.count,
                 "first_errors": errors.first,
                 "seconds": time.monotonic() - started,
