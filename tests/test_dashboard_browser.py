@@ -2,54 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests._server import free_port
+from tests._dashboard import CHROMIUM, dashboard_on
 from tests.conftest import create_run
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-
-
-@contextlib.contextmanager
-def dashboard_on(tracker_url: str) -> Iterator[str]:
-    """The dashboard served by Streamlit on a free loopback port, reading ``tracker_url``; yields its URL."""
-    port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port)]
-    command += ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    server = subprocess.Popen(
-        command,
-        env={**os.environ, "PLATEAU_URL": tracker_url},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/_stcore/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        yield base
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")

@@ -3,11 +3,13 @@ finished runs (section 10 of the suite)."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
+from tests._dashboard import CHROMIUM, dashboard_on
 from tests.benchmarks._report import median_of
 
 MONITOR = "val/acc"
@@ -67,3 +69,30 @@ def monitored_evaluation_ms(url: str, experiment: str, rule: dict[str, object]) 
             return elapsed  # the run is left running: a finished run would join the peers measured
 
         return 1000 * median_of(one, 9)[0]
+
+
+def dashboard_runs_page_s(tracker_url: str, loads: int = 3) -> float | None:
+    """Median seconds from opening the dashboard's Runs page in headless Chromium to its runs table
+    showing (every run of the tracker's first project); None where Chromium, Playwright or Streamlit is
+    missing. The dashboard is served afresh, so the first load fills its caches: that load is counted."""
+    try:
+        import streamlit  # noqa: F401  (served by `python -m streamlit`)
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if CHROMIUM is None:
+        return None
+    seconds = []
+    with dashboard_on(tracker_url) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--no-first-run"]
+        )
+        for _ in range(loads):
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            started = time.perf_counter()
+            page.goto(base)
+            page.locator("table.plateau-runs tr").nth(1).wait_for(timeout=120_000)
+            seconds.append(time.perf_counter() - started)
+            page.close()
+        browser.close()
+    return statistics.median(seconds)
