@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
+from sdk._spool import spooled_points
 from tests._cross_replica import stop_seen_on_other
 from tests._server import TrackerProcess
 from tests.benchmarks._report import Figure, percentile, table
@@ -192,7 +193,8 @@ def _target(
     cpu = sum(_tree_cpu_seconds(server.process.pid) for server in servers) - cpu_before
     stored = _stored_points(database_url)
     logged = {run_id: points for trainer in seen for run_id, points in trainer["runs"].items()}
-    spooled = sum(t["spooled"] for t in seen)
+    # What waits in the spool for `plateau sync`, read from the disk (the SDK's counters aside).
+    spooled = spooled_points(sorted((folder / name / "spool").glob("*/b-*.json")))
     # Logged and neither stored nor in the spool (for `plateau sync`): lost.
     missing = sum(max(0, points - stored.get(int(run_id), 0)) for run_id, points in logged.items())
     lost = max(0, missing - spooled)
