@@ -168,26 +168,26 @@ def _check(experiment: _Experiment, database: Database) -> None:
     del experiment.sent[judged]
 
 
-def test_the_view_agrees_with_the_stored_runs_on_sqlite(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path)
-    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
-        database = Database(settings.resolved_database_url())
-        experiment = _Experiment(client)
-        _build_and_change(experiment, random.Random(7), database)
-        _check(experiment, database)
+def _agrees(settings: Settings, seed: int) -> None:
+    """The scenario through an in-process app on ``settings``' store, then the view checked against it."""
+    database = Database(settings.resolved_database_url())
+    try:
+        with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
+            experiment = _Experiment(client)
+            _build_and_change(experiment, random.Random(seed), database)
+            _check(experiment, database)
+    finally:
         database.dispose()
+
+
+def test_the_view_agrees_with_the_stored_runs_on_sqlite(tmp_path: Path) -> None:
+    _agrees(Settings(home=tmp_path), seed=7)
 
 
 @pytest.mark.postgres
 def test_the_view_agrees_with_the_stored_runs_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
     upgrade(postgres_url)
-    settings = Settings(home=tmp_path, database_url=postgres_url)
-    with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
-        database = Database(postgres_url)
-        experiment = _Experiment(client)
-        _build_and_change(experiment, random.Random(11), database)
-        _check(experiment, database)
-        database.dispose()
+    _agrees(Settings(home=tmp_path, database_url=postgres_url), seed=11)
 
 
 @pytest.mark.postgres
