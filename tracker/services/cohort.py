@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, func, literal_column, select, union_all
+from sqlalchemy import ColumnElement, CompoundSelect, and_, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from sdk._quantile import interpolate, quantile_ranks
@@ -78,7 +77,7 @@ class ExperimentCohort:
         )
         return interpolate(ranked[0], ranked[-1], fraction), count
 
-    def _viewed_at(self, step: int, *, ordered: bool = True) -> Any:
+    def _viewed_at(self, step: int, *, ordered: bool = True) -> CompoundSelect[float]:
         """The finished runs' values at ``step`` from the view: recorded there, or carried past a stop."""
         if not self._viewed:
             cohort_view.ensure(self._session, self._run.experiment_id, self._monitor_id)
