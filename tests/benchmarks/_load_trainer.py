@@ -59,7 +59,6 @@ class _Seen:
     runs: dict[int, int] = field(default_factory=dict)  # run id -> points logged
     steps: int = 0
     lost: int = 0
-    spooled: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -110,7 +109,6 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
         with seen.lock:
             seen.steps += step
             seen.lost += lost
-            seen.spooled += run.spooled_points
             if run.id is not None:
                 seen.runs[run.id] = points
 
@@ -151,7 +149,6 @@ def main(argv: list[str]) -> None:
                 "runs": seen.runs,
                 "steps": seen.steps,
                 "lost": seen.lost,
-                "spooled": seen.spooled,
                 "errors": errors.count,
                 "first_errors": errors.first,
                 "seconds": time.monotonic() - started,

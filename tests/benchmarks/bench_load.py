@@ -75,21 +75,23 @@ def _tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def _stored_points(database_url: str) -> dict[int, int]:
+def _rows(database_url: str, sql: str) -> list[Any]:
+    """One read of the tracker's database, on a connection of its own."""
     engine = create_engine(database_url)
     with engine.connect() as connection:
-        rows = connection.execute(text("SELECT run_id, SUM(points) FROM metric_block GROUP BY run_id")).all()
+        rows = list(connection.execute(text(sql)).all())
     engine.dispose()
+    return rows
+
+
+def _stored_points(database_url: str) -> dict[int, int]:
+    rows = _rows(database_url, "SELECT run_id, SUM(points) FROM metric_block GROUP BY run_id")
     return {int(run_id): int(points) for run_id, points in rows}
 
 
 def _batches(database_url: str) -> int:
     """Ingest requests the tracker applied (one ``ingest_batch`` row each)."""
-    engine = create_engine(database_url)
-    with engine.connect() as connection:
-        count = connection.execute(text("SELECT COUNT(*) FROM ingest_batch")).scalar_one()
-    engine.dispose()
-    return int(count)
+    return int(_rows(database_url, "SELECT COUNT(*) FROM ingest_batch")[0][0])
 
 
 def _trainers(
@@ -121,15 +123,8 @@ def _cross_replica_probe(a: str, b: str, stop: threading.Event, latencies: list[
 
 
 def _transactions(database_url: str) -> int:
-    engine = create_engine(database_url)
-    with engine.connect() as connection:
-        count = connection.execute(
-            text(
-                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
-            )
-        ).scalar_one()
-    engine.dispose()
-    return int(count)
+    sql = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+    return int(_rows(database_url, sql)[0][0])
 
 
 def _idle_long_poll_queries(url: str, database_url: str, polls: int = 50) -> float:
@@ -224,7 +219,10 @@ def _target(
         "sdk_errors": sum(t["errors"] for t in seen),
         "first_errors": [message for t in seen for message in t["first_errors"]][:5],
         "points_spooled": spooled,
-        "points_lost": lost + sum(t["lost"] for t in seen),
+        # Read back: logged to a run the tracker created, and neither stored nor spooled. The SDK's own
+        # count (what finish() returned) is beside it, not added to it: those points are among these.
+        "points_lost": lost,
+        "points_lost_by_sdk_count": sum(t["lost"] for t in seen),
     }
     if probe_latencies:
         result["cross_replica_ms_p50"] = round(1000 * percentile(probe_latencies, 0.5), 1)
