@@ -40,6 +40,34 @@ def runs(project: str | None = None, experiment: str | None = None) -> list[dict
     return data
 
 
+def runs_page(
+    *,
+    project: str | None = None,
+    experiment: str | None = None,
+    statuses: tuple[str, ...] = (),
+    name: str | None = None,
+    limit: int = 100,
+    before: int | None = None,
+) -> dict[str, Any]:
+    """One page of runs, newest first, filtered by the tracker: ``{data, count, next}``."""
+    page: dict[str, Any] = _get(
+        "runs_page",
+        project=project,
+        experiment=experiment,
+        statuses=statuses,
+        name=name,
+        limit=limit,
+        before=before,
+    )
+    return page
+
+
+def projects() -> list[dict[str, Any]]:
+    """Every project with its experiments and their run counts (no run is read)."""
+    data: list[dict[str, Any]] = _get("projects")
+    return data
+
+
 def run(run_id: int) -> dict[str, Any]:
     result: dict[str, Any] = _get("run", run_id)
     return result

@@ -90,7 +90,7 @@ class HttpClient:
         tracker cannot be reached or breaks the connection."""
         target = self._origin + self._prefix + path
         if params:
-            target += "?" + urllib.parse.urlencode(params)
+            target += "?" + urllib.parse.urlencode(params, doseq=True)
         sent_headers = {**self._headers, **(headers or {})}
         if body is not None:
             sent_headers["content-length"] = str(len(body))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -199,6 +199,32 @@ class Transport:
                 params["before"] = page["next"]
             else:  # a tracker before the keyset cursor
                 params["offset"] = len(found)
+
+    def runs_page(
+        self,
+        *,
+        project: str | None = None,
+        experiment: str | None = None,
+        statuses: Sequence[str] = (),
+        name: str | None = None,
+        limit: int = 100,
+        before: int | None = None,
+    ) -> dict[str, Any]:
+        """One page of runs, newest first: ``{data, count, next}``. Pass ``next`` back as ``before`` for
+        the following page; ``count`` is how many runs the filters match in all."""
+        params: dict[str, Any] = {"project": project, "experiment": experiment, "name": name, "limit": limit}
+        params = {k: v for k, v in params.items() if v is not None}
+        if statuses:
+            params["status"] = list(statuses)
+        if before is not None:
+            params["before"] = before
+        page: dict[str, Any] = self._request("GET", "/api/v1/runs", params=params)
+        return page
+
+    def projects(self) -> list[dict[str, Any]]:
+        """Every project the token may read, by name: ``{name, runs, experiments: [{name, runs}]}``."""
+        data: list[dict[str, Any]] = self._request("GET", "/api/v1/projects")["data"]
+        return data
 
     def keys(self, run_id: int) -> dict[str, Any]:
         """``{keys, ranks}``: the run's metric keys, and the ranks that logged each."""

@@ -92,6 +92,11 @@ def test_tokens_guard_every_run_of_every_project(secured) -> None:
             http.get("/api/v1/runs", params={"project": "beta"}, headers=bearer(tokens["a-read"])).status_code
             == 403
         )
+        # The project list shows a token its own project only (beta has a run too, made by its own token).
+        http.post("/api/v1/runs", json={"project": "beta"}, headers=bearer(tokens["b-write"]))
+        seen = http.get("/api/v1/projects", headers=bearer(tokens["a-read"])).json()["data"]
+        assert [p["name"] for p in seen] == ["alpha"]
+        assert http.get("/api/v1/projects").status_code == 401
         # The right token writes, and the read token reads it back.
         assert (
             http.post(f"/api/v1/runs/{run_id}/metrics", json=batch, headers=bearer(tokens["a-write"])).json()[

@@ -75,6 +75,7 @@ def seeded(tracker) -> dict[str, int]:
 
 def page(name: str, tracker, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("PLATEAU_URL", tracker.url)
+    _api.st.cache_data.clear()  # the 2-second cache outlives an AppTest: what a test seeded just now shows
     app = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=60)
     return app
 
@@ -166,6 +167,47 @@ def test_runs_page_asks_for_no_decisions_of_runs_stopped_last(seeded, tracker, m
     app.selectbox[0].select("dash").run()
     assert not app.exception
     assert calls == []
+
+
+def test_runs_page_shows_a_page_at_a_time_filtered_by_the_tracker(tracker, monkeypatch) -> None:
+    """A hundred runs a page, newest first, with Older/Newer by key; status and name filter in the tracker,
+    and the page asks for one page of runs, never for every run."""
+    experiment = f"paged-{uuid.uuid4().hex[:6]}"
+    with httpx.Client(base_url=tracker.url, timeout=30) as client:
+        made = [
+            client.post(
+                "/api/v1/runs", json={"project": "paged", "experiment": experiment, "name": f"r{i}"}
+            ).json()["id"]
+            for i in range(105)
+        ]
+        for run_id in made[:3]:
+            client.post(f"/api/v1/runs/{run_id}/finish", json={"status": "failed"})
+    everything: list[object] = []
+    monkeypatch.setattr(_api, "runs", lambda *a, **k: everything.append(a) or [])
+    app = page("runs", tracker, monkeypatch)
+    app.run()
+    app.selectbox[0].select("paged").run()
+    app.selectbox[1].select(experiment).run()
+    assert not app.exception
+    assert everything == []
+
+    def shown() -> list[str]:
+        (table,) = app.get("html")
+        return [row[0] for row in _cells(table.proto.body)[1:]]
+
+    newest = [f"#{made[i]} r{i}" for i in range(104, 4, -1)]
+    assert shown() == newest
+    assert "runs 1-100 of 105, newest first" in app.caption[-1].value
+    app.button[1].click().run()  # Older
+    assert shown() == [f"#{made[i]} r{i}" for i in range(4, -1, -1)]
+    assert "runs 101-105 of 105" in app.caption[-1].value
+    assert app.button[1].disabled
+    app.button[0].click().run()  # Newer
+    assert shown() == newest
+    app.multiselect[0].select("failed").run()
+    assert shown() == [f"#{made[i]} r{i}" for i in (2, 1, 0)]
+    app.text_input[0].input("R1").run()  # a part of the name, any case
+    assert shown() == [f"#{made[1]} r1"]
 
 
 def test_run_page_draws_curves_with_stop_and_checkpoint_markers(seeded, tracker, monkeypatch) -> None:

@@ -13,8 +13,8 @@ from tracker.db import migrate
 from tracker.db.engine import Database
 from tracker.db.prepare import prepare_schema
 from tracker.schemas.metrics import MetricBatch
-from tracker.schemas.runs import RunCreate
-from tracker.services import runs
+from tracker.schemas.runs import RunCreate, RunFinish
+from tracker.services import projects, runs
 from tracker.services.ingest import ingest
 from tracker.services.keys import KeyCache
 
@@ -101,3 +101,26 @@ def test_the_name_filter_matches_a_part_of_the_name(database: Database) -> None:
 
 def test_a_cursor_past_every_id_reads_the_first_page(database: Database) -> None:
     assert runs.list_runs(database, before=2**40, limit=5).data == runs.list_runs(database, limit=5).data
+
+
+def test_several_statuses_filter_in_the_database(database: Database) -> None:
+    for run in runs.list_runs(database, project="p", limit=3).data:
+        runs.finish(database, run.id, RunFinish(status="stopped" if run.id % 2 else "failed"))
+    assert runs.list_runs(database, status=["running"]).count == 37
+    picked = runs.list_runs(database, status=["stopped", "failed"])
+    assert picked.count == 3
+    assert {run.status for run in picked.data} == {"stopped", "failed"}
+    assert runs.list_runs(database, status=[]).count == 40  # no status named: every run
+
+
+def test_projects_list_each_experiment_with_its_run_count(database: Database) -> None:
+    runs.create_or_join(database, RunCreate(project="a-second", experiment="only"))
+    listed = projects.list_projects(database).model_dump()
+    assert listed == {
+        "data": [
+            {"name": "a-second", "runs": 1, "experiments": [{"name": "only", "runs": 1}]},
+            {"name": "p", "runs": 40, "experiments": [{"name": "e", "runs": 20}, {"name": "f", "runs": 20}]},
+        ]
+    }
+    assert [p.name for p in projects.list_projects(database, project="p").data] == ["p"]
+    assert projects.list_projects(database, project="none").data == []

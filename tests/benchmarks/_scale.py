@@ -73,7 +73,7 @@ def monitored_evaluation_ms(url: str, experiment: str, rule: dict[str, object]) 
 
 def dashboard_runs_page_s(tracker_url: str, loads: int = 3) -> float | None:
     """Median seconds from opening the dashboard's Runs page in headless Chromium to its runs table
-    showing (every run of the tracker's first project); None where Chromium, Playwright or Streamlit is
+    showing (the first page of the tracker's first project); None where Chromium, Playwright or Streamlit is
     missing. The dashboard is served afresh, so the first load fills its caches: that load is counted."""
     try:
         import streamlit  # noqa: F401  (served by `python -m streamlit`)

@@ -30,10 +30,11 @@ from tracker.schemas._common import Text
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
 from tracker.schemas.metrics import HistoryColumns, HistoryPage, IngestResult, KeysPublic, SeriesPublic
+from tracker.schemas.projects import ProjectsPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
-from tracker.services import decisions, health, history, runs, series, summary, webhooks
+from tracker.services import decisions, health, history, projects, runs, series, summary, webhooks
 from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
@@ -76,7 +77,9 @@ def list_runs(
     principal: PrincipalDep,
     project: Annotated[Text | None, Query(max_length=200)] = None,
     experiment: Annotated[Text | None, Query(max_length=200)] = None,
-    status: RunStatus | None = None,
+    status: Annotated[
+        list[RunStatus] | None, Query(description="runs in any of these statuses (repeat the parameter)")
+    ] = None,
     name: Annotated[Text | None, Query(max_length=200, description="runs whose name contains this")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
@@ -98,6 +101,12 @@ def list_runs(
         offset=offset,
         before=before,
     )
+
+
+@router.get("/projects", tags=["runs"])
+def list_projects(database: DatabaseDep, principal: PrincipalDep) -> ProjectsPublic:
+    """Projects with their experiments and run counts; a token sees its own project only."""
+    return projects.list_projects(database, project=None if principal is None else principal.project)
 
 
 @router.get("/runs/{run_id}", dependencies=[Depends(read_run)], tags=["runs"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from sqlalchemy import func, select
@@ -119,13 +120,13 @@ def list_runs(
     *,
     project: str | None = None,
     experiment: str | None = None,
-    status: str | None = None,
+    status: Sequence[str] | None = None,
     name: str | None = None,
     limit: int = 100,
     offset: int = 0,
     before: int | None = None,
 ) -> RunsPublic:
-    """Runs, newest first, filtered by project, experiment, status and a part of the name; ``count`` is
+    """Runs, newest first, filtered by project, experiment, statuses and a part of the name; ``count`` is
     the total matched. ``before`` (a run id, the last page's ``next``) reads the page after it by key,
     which costs the same on page 1 and page 100 (``offset`` walks past every skipped run).
 
@@ -141,8 +142,8 @@ def list_runs(
         query = query.where(project_table.name == project)
     if experiment is not None:
         query = query.where(experiment_table.name == experiment)
-    if status is not None:
-        query = query.where(run.status == status)
+    if status:
+        query = query.where(run.status.in_(status))
     if name is not None:
         query = query.where(func.lower(run.name).contains(name.lower(), autoescape=True))
     with db.session() as session:

@@ -1,0 +1,20 @@
+"""Projects and their experiments, as the dashboard's selectors list them."""
+
+from __future__ import annotations
+
+from tracker.schemas._common import Schema
+
+
+class ExperimentPublic(Schema):
+    name: str
+    runs: int
+
+
+class ProjectPublic(Schema):
+    name: str
+    runs: int
+    experiments: list[ExperimentPublic]
+
+
+class ProjectsPublic(Schema):
+    data: list[ProjectPublic]
