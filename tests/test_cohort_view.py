@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -168,16 +169,25 @@ def _check(experiment: _Experiment, database: Database) -> None:
     del experiment.sent[judged]
 
 
-def _agrees(settings: Settings, seed: int) -> None:
-    """The scenario through an in-process app on ``settings``' store, then the view checked against it."""
+def in_process(settings: Settings, scenario: Callable[[TestClient, Database], None]) -> None:
+    """Run ``scenario`` through an in-process app on ``settings``' store, with the store at hand."""
     database = Database(settings.resolved_database_url())
     try:
         with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
-            experiment = _Experiment(client)
-            _build_and_change(experiment, random.Random(seed), database)
-            _check(experiment, database)
+            scenario(client, database)
     finally:
         database.dispose()
+
+
+def _agrees(settings: Settings, seed: int) -> None:
+    """The scenario, then the view checked against it."""
+
+    def scenario(client: TestClient, database: Database) -> None:
+        experiment = _Experiment(client)
+        _build_and_change(experiment, random.Random(seed), database)
+        _check(experiment, database)
+
+    in_process(settings, scenario)
 
 
 def test_the_view_agrees_with_the_stored_runs_on_sqlite(tmp_path: Path) -> None:

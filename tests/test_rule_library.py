@@ -54,6 +54,9 @@ class ListCohort:
     def cut_at(self, step, q):
         return cut_of(self.values_at(step, finished_only=True), q)
 
+    def cut_from(self, step, q):
+        return cut_of(self.values_from(step, finished_only=False), q)
+
     def finished_at_least(self, count):
         return self.count >= count
 

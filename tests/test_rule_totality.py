@@ -61,8 +61,8 @@ class _Cohort:
     def values_at(self, step: int, *, finished_only: bool) -> list[float]:
         return self.values
 
-    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
-        return self.values
+    def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
+        return cut_of(self.values, q)
 
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
         return cut_of(self.values, q)

@@ -71,6 +71,23 @@ def monitored_evaluation_ms(url: str, experiment: str, rule: dict[str, object]) 
         return 1000 * median_of(one, 9)[0]
 
 
+def rung_view_build_ms(url: str, experiment: str, rung: int) -> float:
+    """Ms of the batch that first judges an ``asha`` rung nobody was judged at before in the experiment:
+    the judgement reads the points of every run, and the rung's view is built (one scan) before the answer.
+    Once per rung and experiment; one sample."""
+    policy = {"monitor": MONITOR, "mode": "max", "rules": [{"rule": "asha", "min_step": rung}]}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        run = http.post("/api/v1/runs", json={"project": "scale", "experiment": experiment, "policy": policy})
+        points = [{"key": MONITOR, "step": rung, "value": 0.99}]
+        started = time.perf_counter()
+        answer = http.post(
+            f"/api/v1/runs/{run.json()['id']}/metrics", json={"batch_id": "b", "points": points}
+        )
+        elapsed = time.perf_counter() - started
+        assert answer.status_code == 200, answer.text
+        return 1000 * elapsed
+
+
 def dashboard_runs_page_s(tracker_url: str, loads: int = 3) -> float | None:
     """Median seconds from opening the dashboard's Runs page in headless Chromium to its runs table
     showing (the first page of the tracker's first project); None where Chromium, Playwright or Streamlit is

@@ -205,6 +205,43 @@ class CohortCarry(_CohortMember, Base):
     value: Mapped[float] = mapped_column(Float)
 
 
+class RungView(Base):
+    """A rung step of an experiment's monitored key whose values ``rung_value`` keeps for ``asha``: every
+    run's value at its first point at or after the rung. Built on the first judgement at that rung (one
+    scan), then kept as each run's points arrive, so a rung judgement reads an index."""
+
+    __tablename__ = "rung_view"
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiment.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
+    rung_step: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+
+
+class RungValue(Base):
+    """A run's first point at or after a viewed rung (rank 0): its step, and its value when finite (NULL
+    when not: such a run is outside the top, and a later point must not take its place). Keyed by run
+    first, so a batch finds its own rows in one range; the second index holds a rung's values in order."""
+
+    __tablename__ = "rung_value"
+    __table_args__ = (
+        Index("ix_rung_value_rung", "experiment_id", "key_id", "rung_step", "value", "run_id"),
+        {"sqlite_with_rowid": False},
+    )
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiment.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    run_id: Mapped[int] = mapped_column(
+        ForeignKey("run.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    key_id: Mapped[int] = mapped_column(ForeignKey("metric_key.id"), primary_key=True, autoincrement=False)
+    rung_step: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    at_step: Mapped[int] = mapped_column(BigInteger)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
 class RuleState(Base):
     __tablename__ = "rule_state"
 

@@ -36,9 +36,12 @@ class Cohort(Protocol):
         runs that ended without being pruned (as Optuna's completed trials)."""
         ...
 
-    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
-        """Each other run's monitored value at its first step at or after ``step`` (its first checkpoint
-        past a rung), sorted; runs with no point that late, or a non-finite one there, are left out."""
+    def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
+        """The ``q`` quantile (:func:`sdk._quantile.quantile`) of each other run's monitored value at its
+        first step at or after ``step`` (its first checkpoint past a rung; every run counts, running,
+        finished or pruned), and how many values it was taken over; None when there are none. Runs with
+        no point that late, or a non-finite one there, are left out. A store may answer without reading
+        every value."""
         ...
 
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:

@@ -108,6 +108,9 @@ class SweepCohort:
         if index < len(steps) and not (finished_only and pruned) and math.isfinite(watched[index]):
             bisect.insort(values, watched[index])
 
+    def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
+        return cut_of(self.values_from(step, finished_only=False), q)
+
     def values_from(self, step: int, *, finished_only: bool) -> list[float]:
         values = self._from.get((step, finished_only))
         if values is None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sqlalchemy import ColumnElement, CompoundSelect, and_, func, literal_column, select, union_all
+from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, func, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from sdk._quantile import interpolate, quantile_ranks
 from tracker.db import models
 from tracker.db.models import BLOCK_STEPS
-from tracker.services import cohort_view
+from tracker.policy import cut_of
+from tracker.services import cohort_view, rung_view
 from tracker.services._point_store import decode_floats, decode_steps
 
 
@@ -30,7 +31,9 @@ class ExperimentCohort:
         self._run = run
         self._monitor_id = monitor_id
         self._cache: dict[tuple[int, bool], list[float]] = {}
-        self._from_cache: dict[tuple[int, bool], list[float]] = {}
+        self._rungs: dict[int, bool] = {}
+        self.missing_rungs: set[int] = set()
+        """Rung steps judged without a view: :func:`tracker.services.rung_view.build` them after commit."""
         self._finished: int | None = None
         self._viewed = False
 
@@ -64,18 +67,7 @@ class ExperimentCohort:
         return self._cache[key]
 
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
-        count = self._session.execute(
-            select(func.count()).select_from(self._viewed_at(step, ordered=False).subquery())
-        ).scalar_one()
-        if count == 0:
-            return None
-        low, high, fraction = quantile_ranks(count, q)
-        # Both arms are read in value order from their indexes and merged: walking to the rank is done
-        # inside the database, and only the two values the quantile lies between come back.
-        ranked = list(
-            self._session.execute(self._viewed_at(step).offset(low).limit(high - low + 1)).scalars()
-        )
-        return interpolate(ranked[0], ranked[-1], fraction), count
+        return self._ranked_cut(self._viewed_at(step, ordered=False), self._viewed_at(step), q)
 
     def _viewed_at(self, step: int, *, ordered: bool = True) -> CompoundSelect[float]:
         """The finished runs' values at ``step`` from the view: recorded there, or carried past a stop."""
@@ -98,34 +90,43 @@ class ExperimentCohort:
         both = union_all(recorded, carried)
         return both.order_by(literal_column("value")) if ordered else both
 
-    def values_from(self, step: int, *, finished_only: bool) -> list[float]:
-        key = (step, finished_only)
-        if key not in self._from_cache:
-            self._from_cache[key] = self._load_from(step, finished_only=finished_only)
-        return self._from_cache[key]
+    def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
+        if self._rung_viewed(step):
+            viewed = rung_view.values(
+                self._session, self._run.experiment_id, self._monitor_id, step, without=self._run.id
+            )
+            return self._ranked_cut(viewed, viewed.order_by(models.RungValue.value), q)
+        # No view of this rung yet: judged from the points (exactly as the view would), and the view is
+        # built once this transaction has committed (:attr:`missing_rungs`).
+        self.missing_rungs.add(step)
+        scanned = rung_view.scan(self._session, self._run.experiment_id, self._monitor_id, step)
+        found = sorted(
+            value for run_id, _, value in scanned if run_id != self._run.id and math.isfinite(value)
+        )
+        return cut_of(found, q)
 
-    def _load_from(self, step: int, *, finished_only: bool) -> list[float]:
-        """Each other run's value at its first step at or after ``step``: in its first block that reaches
-        ``step`` (blocks hold consecutive step ranges, so that block holds the point)."""
-        mb, r = models.MetricBlock, models.Run
-        on_monitor = and_(mb.run_id == r.id, mb.key_id == self._monitor_id, mb.rank == 0)
-        first_block = (
-            select(mb.run_id, func.min(mb.block).label("first"))
-            .join(r, on_monitor)
-            .where(*self._others(finished_only=finished_only), mb.last_step >= step)
-            .group_by(mb.run_id)
-            .subquery()
-        )
-        rows = self._session.execute(
-            select(mb.step_data, mb.value_data)
-            .join(first_block, and_(mb.run_id == first_block.c.run_id, mb.block == first_block.c.first))
-            .where(mb.key_id == self._monitor_id, mb.rank == 0)
-        )
-        values = []
-        for step_data, value_data in rows:
-            index = int(np.searchsorted(decode_steps(step_data), step))
-            values.append(float(decode_floats(value_data)[index]))
-        return sorted(v for v in values if math.isfinite(v))
+    def _ranked_cut(
+        self,
+        values: Select[float | None] | CompoundSelect[float],
+        ordered: Select[float | None] | CompoundSelect[float],
+        q: float,
+    ) -> tuple[float, int] | None:
+        """The ``q`` quantile of ``values`` and their count, from a view's index: the count, then a walk
+        to the rank inside the database (``ordered`` reads them in value order), so only the two values
+        the quantile lies between come back."""
+        count = self._session.execute(select(func.count()).select_from(values.subquery())).scalar_one()
+        if count == 0:
+            return None
+        low, high, fraction = quantile_ranks(count, q)
+        ranked = list(self._session.execute(ordered.offset(low).limit(high - low + 1)).scalars())
+        return interpolate(ranked[0], ranked[-1], fraction), count
+
+    def _rung_viewed(self, step: int) -> bool:
+        if step not in self._rungs:
+            self._rungs[step] = rung_view.exists(
+                self._session, self._run.experiment_id, self._monitor_id, step
+            )
+        return self._rungs[step]
 
     def _load(self, step: int) -> list[float]:
         """Every other run's value at exactly ``step`` (running, finished or pruned)."""

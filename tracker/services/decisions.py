@@ -33,7 +33,10 @@ def _run_query(lock: bool, unloaded: tuple[Any, ...]) -> Select[models.Run]:
     more than running it, on every ingest."""
     query = select(models.Run).where(models.Run.id == bindparam("run_id"))
     query = query.options(*(defer(column) for column in unloaded))
-    return query.with_for_update() if lock else query
+    # FOR NO KEY UPDATE, not FOR UPDATE: it serialises the run's writers just as well, and lets other
+    # transactions insert rows that refer to the run (a view's build adds every run's rows; under FOR
+    # UPDATE it waited for the run's batch while that batch waited for the build: a deadlock).
+    return query.with_for_update(key_share=True) if lock else query
 
 
 def latest(session: Session, run: models.Run) -> DecisionPublic:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ from tracker.policy import (
 )
 from tracker.schemas._common import json_safe
 from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, cohort_view, decisions, missing_monitor, webhooks
+from tracker.services import _point_store, cohort_view, decisions, missing_monitor, rung_view, webhooks
 from tracker.services.cohort import ExperimentCohort
 from tracker.services.convert import decision_public, judged_step
 from tracker.services.keys import KeyCache
@@ -34,6 +35,8 @@ from tracker.services.wakeups import announce
 
 # A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
 # before, keyed by key id: (key_id, rank) -> step -> (value, wall_time).
+_log = logging.getLogger("plateau.tracker")
+
 Gathered = dict[tuple[str, int], dict[int, tuple[float, float]]]
 Fresh = dict[tuple[int, int], dict[int, tuple[float, float]]]
 
@@ -73,10 +76,12 @@ def ingest(
         gathered = _gather(batch, now)
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _store_new_points(session, run_id, key_ids, gathered)
+        rung_view.record(session, run, fresh)
         accepted = sum(len(points) for points in fresh.values())
         policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
         stopped_before = run.stop_step
-        deliveries, made, late = _judge(session, run, policy, key_ids, fresh, now)
+        unviewed: list[tuple[int, int]] = []
+        deliveries, made, late = _judge(session, run, policy, key_ids, fresh, now, unviewed)
         if run.status != "running" and (accepted or run.stop_step != stopped_before):
             # Points or a stop after the run finished change what its cohort compares with.
             cohort_view.refresh(session, run)
@@ -105,6 +110,15 @@ def ingest(
             late_points=late,
         )
     keys.remember(created_keys)
+    for key_id, rung_step in unviewed:
+        # After the commit, in its own transaction: a build must not wait for batches while holding this
+        # run's lock (tracker/services/rung_view.py). The answer stands whether or not it succeeds.
+        try:
+            rung_view.build(db, run.experiment_id, key_id, rung_step)
+        except Exception:
+            _log.exception(
+                "building the view of rung %s of experiment %s failed", rung_step, run.experiment_id
+            )
     return Ingested(result, deliveries)
 
 
@@ -174,9 +188,11 @@ def _judge(
     key_ids: dict[str, int],
     fresh: Fresh,
     now: float,
+    unviewed: list[tuple[int, int]],
 ) -> tuple[int, list[models.Decision], int]:
     """Advance the policy over the new points and record its decisions; returns the webhook deliveries
-    queued for them, the decisions, and how many monitored points arrived late.
+    queued for them, the decisions, and how many monitored points arrived late. ``unviewed`` receives the
+    ``(key id, rung step)`` of rungs judged without a view, to build once the batch has committed.
 
     Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
     0's value, or the reduction over ranks once the step is complete or timed out). Monitored points at
@@ -214,8 +230,11 @@ def _judge(
         assert monitor_id is not None
         extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [r.step for r in ready])
         observations = [Observation(r.step, r.value, r.wall_time, extras[r.step]) for r in ready]
-        ctx = Context(planned_steps=run.planned_steps, cohort=ExperimentCohort(session, run, monitor_id))
-        evaluation = evaluate(policy, states, observations, ctx)
+        cohort = ExperimentCohort(session, run, monitor_id)
+        evaluation = evaluate(
+            policy, states, observations, Context(planned_steps=run.planned_steps, cohort=cohort)
+        )
+        unviewed += [(monitor_id, rung_step) for rung_step in sorted(cohort.missing_rungs)]
         states = evaluation.states
         notes = {r.step: r for r in ready}
         reduced = policy.reduce != "rank0"

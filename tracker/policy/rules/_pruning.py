@@ -7,7 +7,6 @@ from typing import Literal
 
 from pydantic import Field
 
-from sdk._quantile import quantile
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
@@ -156,17 +155,17 @@ class Asha(Rule[AshaParams]):
         state = {**state, "rung": k + 1}
         if p.max_step is not None and rung >= p.max_step:
             return state, None
-        values = cohort.values_from(rung, finished_only=False)
-        if not values:
+        keep = 1 / p.reduction_factor
+        found = cohort.cut_from(rung, 1 - keep if self.mode == "max" else keep)
+        if found is None:
             uncompared = [*state.get("uncompared", []), rung][-_MAX_UNCOMPARED:]
             return {**state, "uncompared": uncompared}, None
-        keep = 1 / p.reduction_factor
-        cut = quantile(values, 1 - keep if self.mode == "max" else keep)
+        cut, compared = found
         if math.isfinite(obs.value) and not better(cut, obs.value, self.mode):
             return state, None
         reason = (
             f"{self.monitor} {fmt(obs.value)} at step {obs.step} (rung {rung}) is outside the top "
-            f"1/{p.reduction_factor:g} of {len(values)} runs there (cut {fmt(cut)})"
+            f"1/{p.reduction_factor:g} of {compared} runs there (cut {fmt(cut)})"
         )
         verdict = self.stop(
             obs,
@@ -177,7 +176,7 @@ class Asha(Rule[AshaParams]):
                 "rungs_passed_here": [self.rung_step(i) for i in range(max(first, k - _MAX_UNCOMPARED), k)],
                 "value": obs.value,
                 "cut": cut,
-                "runs_at_rung": len(values),
+                "runs_at_rung": compared,
                 "uncompared_rungs": state.get("uncompared", []),
             },
             best_step=best_step,

@@ -1,0 +1,157 @@
+"""The upkeep of rung views (:class:`tracker.db.models.RungView`): per experiment, monitored key and rung
+step, every run's value at its first point at or after the rung, which an ``asha`` judgement compares with.
+
+A rung's view is built by one scan in its own transaction, after the judgement that first needed it (that
+judgement scans, exactly as without a view). From then on each batch of points keeps its run's rows
+(:func:`record`), so a rung judgement's cost does not grow with the experiment.
+
+On PostgreSQL a build and the batches of its experiment are ordered by an advisory lock on the experiment:
+a batch holds it shared from before it reads which views exist until it commits, a build holds it alone.
+So a batch either sees the view and keeps its rows, or has committed before the build's scan reads its
+points. Batches do not wait for one another. SQLite's writes are serialised already.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+from sqlalchemy import Select, and_, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.db.engine import Database
+from tracker.services._point_store import decode_floats, decode_steps
+from tracker.services._upsert import insert_ignore
+
+# The advisory lock's first key, naming what the second (an experiment id) is locked for.
+_LOCK_SPACE = 0x706C7276
+
+_mb, _run, _view, _value = models.MetricBlock, models.Run, models.RungView, models.RungValue
+
+RunPoints = Mapping[tuple[int, int], Mapping[int, tuple[float, float]]]
+
+
+def scan(session: Session, experiment_id: int, key_id: int, step: int) -> list[tuple[int, int, float]]:
+    """``(run, step, value)`` of each run of the experiment at its first point at or after ``step`` on
+    rank 0, read from the points: in each run's first block that reaches ``step`` (blocks hold consecutive
+    step ranges, so that block holds the point). Values may be NaN or infinite."""
+    on_key = and_(_mb.run_id == _run.id, _mb.key_id == key_id, _mb.rank == 0)
+    first_block = (
+        select(_mb.run_id, func.min(_mb.block).label("first"))
+        .join(_run, on_key)
+        .where(_run.experiment_id == experiment_id, _mb.last_step >= step)
+        .group_by(_mb.run_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(_mb.run_id, _mb.step_data, _mb.value_data)
+        .join(first_block, and_(_mb.run_id == first_block.c.run_id, _mb.block == first_block.c.first))
+        .where(_mb.key_id == key_id, _mb.rank == 0)
+    )
+    found = []
+    for run_id, step_data, value_data in rows:
+        steps = decode_steps(step_data)
+        index = int(np.searchsorted(steps, step))
+        found.append((run_id, int(steps[index]), float(decode_floats(value_data)[index])))
+    return found
+
+
+def exists(session: Session, experiment_id: int, key_id: int, step: int) -> bool:
+    return session.get(_view, (experiment_id, key_id, step)) is not None
+
+
+def build(db: Database, experiment_id: int, key_id: int, step: int) -> None:
+    """Build the view of one rung unless it exists: its own transaction, one scan of the experiment."""
+    with db.session(write=True) as session:
+        _lock(session, experiment_id, shared=False)
+        created = session.execute(
+            insert_ignore(session, _view)
+            .values(experiment_id=experiment_id, key_id=key_id, rung_step=step)
+            .returning(_view.rung_step)  # psycopg gives no rowcount for an insert that may do nothing
+        ).first()
+        if created is None:
+            return  # built by another transaction while this one waited for the lock
+        rows = [
+            _row(experiment_id, run_id, key_id, step, at_step, value)
+            for run_id, at_step, value in scan(session, experiment_id, key_id, step)
+        ]
+        if rows:
+            session.execute(insert(_value), rows)
+
+
+def record(session: Session, run: models.Run, fresh: RunPoints) -> None:
+    """Keep the run's rows in its experiment's rung views for the points just stored (``fresh``: new points
+    per ``(key id, rank)``). A row changes only when the batch holds the run's first point past the rung:
+    the first batch that reaches it, or a late point before the one recorded."""
+    reached = {key_id: points for (key_id, rank), points in fresh.items() if rank == 0 and points}
+    if not reached:
+        return
+    experiment_id = run.experiment_id
+    _lock(session, experiment_id, shared=True)
+    mine = and_(
+        _value.experiment_id == _view.experiment_id,
+        _value.run_id == run.id,
+        _value.key_id == _view.key_id,
+        _value.rung_step == _view.rung_step,
+    )
+    views = session.execute(
+        select(_view.key_id, _view.rung_step, _value.at_step)
+        .outerjoin(_value, mine)
+        .where(_view.experiment_id == experiment_id, _view.key_id.in_(reached))
+    ).all()
+    for key_id, rung_step, recorded in views:
+        points = reached[key_id]
+        # Every earlier point at or past the rung is at or after `recorded`: the batch's first one past the
+        # rung is the run's first when it comes before it (or when nothing was recorded).
+        first = min((step for step in points if step >= rung_step), default=None)
+        if first is None or (recorded is not None and recorded <= first):
+            continue
+        row = _row(experiment_id, run.id, key_id, rung_step, first, points[first][0])
+        if recorded is None:
+            session.execute(insert(_value).values(**row))
+        else:
+            session.execute(
+                update(_value)
+                .where(
+                    _value.experiment_id == experiment_id,
+                    _value.run_id == run.id,
+                    _value.key_id == key_id,
+                    _value.rung_step == rung_step,
+                )
+                .values(at_step=first, value=row["value"])
+            )
+
+
+def values(
+    session: Session, experiment_id: int, key_id: int, step: int, *, without: int
+) -> Select[float | None]:
+    """The finite values of the rung's view, but run ``without``'s (the run judged)."""
+    return select(_value.value).where(
+        _value.experiment_id == experiment_id,
+        _value.key_id == key_id,
+        _value.rung_step == step,
+        _value.value.is_not(None),
+        _value.run_id != without,
+    )
+
+
+def _row(
+    experiment_id: int, run_id: int, key_id: int, rung_step: int, at_step: int, value: float
+) -> dict[str, object]:
+    return {
+        "experiment_id": experiment_id,
+        "run_id": run_id,
+        "key_id": key_id,
+        "rung_step": rung_step,
+        "at_step": at_step,
+        "value": value if math.isfinite(value) else None,
+    }
+
+
+def _lock(session: Session, experiment_id: int, *, shared: bool) -> None:
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    lock = func.pg_advisory_xact_lock_shared if shared else func.pg_advisory_xact_lock
+    session.execute(select(lock(_LOCK_SPACE, experiment_id)))
