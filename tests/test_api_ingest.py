@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -363,6 +364,47 @@ def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> Non
     bad = client.get(url, params={"key": "loss", "form": "rows"})
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["query", "form"]
+
+
+def test_history_reads_back_packed_page_by_page(client: httpx.Client) -> None:
+    """``form=binary``: the steps, values and wall times as packed little-endian columns, NaN and +-inf bit
+    for bit, the page's size and the next page's step in headers; pages of up to 1,000,000 (JSON: 100,000)."""
+    run = create_run(client)
+    values = [0.5, math.nan, math.inf, -math.inf, 0.25, 5e-324, -2.0]
+    series = [{"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 2**62], "values": values, "wall_times": [7.5] * 7}]
+    sent = client.post(
+        f"/api/v1/runs/{run['id']}/metrics",
+        content=json.dumps({"batch_id": "b", "series": series}),
+        headers={"content-type": "application/json"},
+    )
+    assert sent.status_code == 200, sent.text
+    url = f"/api/v1/runs/{run['id']}/history"
+    steps: list[int] = []
+    read: list[float] = []
+    walls: list[float] = []
+    start: int | None = 0
+    while start is not None:
+        page = client.get(url, params={"key": "loss", "form": "binary", "limit": 3, "start_step": start})
+        assert page.status_code == 200, page.text
+        assert page.headers["content-type"] == "application/octet-stream"
+        count = int(page.headers["x-plateau-points"])
+        assert len(page.content) == 24 * count
+        assert 1 <= count <= 3
+        steps += struct.unpack(f"<{count}q", page.content[: 8 * count])
+        read += struct.unpack(f"<{count}d", page.content[8 * count : 16 * count])
+        walls += struct.unpack(f"<{count}d", page.content[16 * count :])
+        following = page.headers.get("x-plateau-next-step")
+        start = None if following is None else int(following)
+    assert steps == [0, 2, 4, 6, 8, 10, 2**62]
+    assert [struct.pack("<d", v) for v in read] == [struct.pack("<d", v) for v in values]
+    assert walls == [7.5] * 7
+    assert client.get(url, params={"key": "loss", "form": "binary", "limit": 1_000_000}).status_code == 200
+    for form, limit in (("columns", 100_001), ("points", 100_001), ("binary", 1_000_001)):
+        refused = client.get(url, params={"key": "loss", "form": form, "limit": limit})
+        assert refused.status_code == 422, (form, refused.text)
+        assert refused.json()["detail"][0]["loc"] == ["query", "limit"]
+    missing = client.get(url, params={"key": "nope", "form": "binary"})
+    assert missing.status_code == 404
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,8 @@ import httpx
 import pytest
 
 from sdk._http import HttpClient
-from sdk._transport import RejectedError, RetryableError, Transport
+from sdk._transport import NotFoundError, RejectedError, RetryableError, Transport
+from sdk.client import TrackerClient
 from tests._server import TrackerProcess
 
 # A handler gets each request's head (request line and headers) and returns the bytes to answer with, or
@@ -186,3 +188,26 @@ def test_the_sdk_transport_round_trips_against_a_real_tracker(tracker: TrackerPr
         assert transport.get_decision(run["id"]).step == 1
     finally:
         transport.close()
+
+
+def test_the_client_reads_a_long_history_in_packed_pages(tracker: TrackerProcess) -> None:
+    """``history_columns`` reads every point in packed pages (here 1,000 a page over 2,500 points), NaN and
+    infinities as logged, and says clearly when the key does not exist."""
+    client = TrackerClient(tracker.url)
+    try:
+        run = client.create_run({"project": "http"})
+        values = [math.sin(step) for step in range(2_500)]
+        values[7], values[1_500], values[2_499] = math.nan, math.inf, -math.inf
+        walls = [1e9 + step for step in range(2_500)]
+        steps = list(range(0, 5_000, 2))
+        client.send_series(
+            run["id"], "b", [{"key": "k", "steps": steps, "values": values, "wall_times": walls}]
+        )
+        read_steps, read_values, read_walls = client.history_columns(run["id"], "k", page=1_000)
+        assert list(read_steps) == steps
+        assert [struct.pack("<d", v) for v in read_values] == [struct.pack("<d", v) for v in values]
+        assert list(read_walls) == walls
+        with pytest.raises(NotFoundError, match="has no points"):
+            client.history_columns(run["id"], "missing")
+    finally:
+        client.close()

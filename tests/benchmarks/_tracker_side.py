@@ -279,6 +279,24 @@ def history_reads(url: str, run_id: int, points: int, repeats: int = 5) -> tuple
     return columns_s, points_s, 1000 * down_s
 
 
+def packed_read_s(url: str, run_id: int, points: int, repeats: int = 3) -> float:
+    """Median seconds to read the key's whole history with ``TrackerClient.history_columns``: packed
+    columns (``form=binary``), 1,000,000 points a page, into three arrays."""
+    client = Transport(url, timeout=300)
+
+    def read_all() -> float:
+        started = time.perf_counter()
+        steps, values, wall_times = client.history_columns(run_id, "train/loss")
+        elapsed = time.perf_counter() - started
+        assert len(steps) == len(values) == len(wall_times) == points, len(steps)
+        return elapsed
+
+    try:
+        return median_of(read_all, repeats)[0]
+    finally:
+        client.close()
+
+
 def mlflow_history(url: str, database: Path, points: int) -> tuple[float, float]:
     """Seconds for ``MlflowClient.get_metric_history`` of a ``points``-point key, and the bytes per point
     its SQLite store grew by while the key was seeded (``log_batch``, 1,000 a call)."""

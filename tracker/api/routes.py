@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi.exceptions import RequestValidationError
 
 from tracker import __version__
 from tracker.api.deps import (
@@ -42,6 +43,9 @@ router = APIRouter(prefix="/api/v1")
 # Every integer the API accepts is bounded by what the stores hold (a 422 naming it, not a 500).
 MAX_STEP = 2**62
 MAX_RANK = 100_000
+# History pages: JSON is built and parsed per point, packed columns are not.
+MAX_JSON_PAGE = 100_000
+MAX_BINARY_PAGE = 1_000_000
 
 
 @router.get("/health", tags=["health"])
@@ -208,6 +212,21 @@ def list_keys(run_id: int, database: DatabaseDep) -> KeysPublic:
     "/runs/{run_id}/history",
     dependencies=[Depends(read_run)],
     response_model=HistoryPage | HistoryColumns,
+    responses={
+        200: {
+            "content": {
+                "application/octet-stream": {
+                    "schema": {"type": "string", "format": "binary"},
+                    "description": "form=binary: the steps (int64), values and wall times (float64), "
+                    "little-endian, one column after the other",
+                }
+            },
+            "headers": {
+                "X-Plateau-Points": {"description": "form=binary: the page's number of points"},
+                "X-Plateau-Next-Step": {"description": "form=binary: the next page's start_step, if any"},
+            },
+        }
+    },
     tags=["metrics"],
 )
 def get_history(
@@ -216,13 +235,39 @@ def get_history(
     key: Annotated[Text, Query(min_length=1, max_length=250)],
     rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
     start_step: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
-    limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_BINARY_PAGE, description="at most 100,000 in JSON, 1,000,000 in binary")
+    ] = 10_000,
     form: Annotated[
-        Literal["points", "columns"],
-        Query(description="points: a list of {step, value, wall_time}; columns: steps, values, wall_times"),
+        Literal["points", "columns", "binary"],
+        Query(
+            description="points: a list of {step, value, wall_time}; columns: steps, values, wall_times; "
+            "binary: those columns packed (application/octet-stream), for long reads"
+        ),
     ] = "points",
 ) -> Response:
     """A page of one key's points in step order; follow ``next_step`` for the rest."""
+    if form == "binary":
+        body, count, next_step = history.page_binary(
+            database, run_id, key, rank=rank, start_step=start_step, limit=limit
+        )
+        headers = {"X-Plateau-Points": str(count)}
+        if next_step is not None:
+            headers["X-Plateau-Next-Step"] = str(next_step)
+        return Response(content=body, media_type="application/octet-stream", headers=headers)
+    if limit > MAX_JSON_PAGE:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "less_than_equal",
+                    "loc": ("query", "limit"),
+                    "msg": f"Input should be less than or equal to {MAX_JSON_PAGE} (form={form}; "
+                    f"form=binary takes up to {MAX_BINARY_PAGE})",
+                    "input": limit,
+                    "ctx": {"le": MAX_JSON_PAGE},
+                }
+            ]
+        )
     body = history.page_json(
         database, run_id, key, rank=rank, start_step=start_step, limit=limit, columns=form == "columns"
     )

@@ -115,6 +115,12 @@ class Points:
             return self
         return Points(self.steps[lo:hi], self.values[lo:hi], self.wall_times[lo:hi])
 
+    def head(self, count: int) -> Points:
+        """The first ``count`` points."""
+        if count >= len(self.steps):
+            return self
+        return Points(self.steps[:count], self.values[:count], self.wall_times[:count])
+
     def tail(self, count: int) -> Points:
         """The last ``count`` points."""
         if count >= len(self.steps):

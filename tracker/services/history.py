@@ -37,12 +37,47 @@ def page_json(
     db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int, columns: bool = False
 ) -> bytes:
     """Up to ``limit`` points of ``key`` on ``rank`` from ``start_step`` on, in step order, as JSON: a
-    :class:`HistoryPage`, or with ``columns`` a :class:`HistoryColumns` (one list per field).
+    :class:`HistoryPage`, or with ``columns`` a :class:`HistoryColumns` (one list per field). The page goes
+    to JSON in one pydantic-core call (NaN and +-inf spelled as the schemas spell them), not through a model
+    per point."""
+    points, next_step = _page(db, run_id, key, rank=rank, start_step=start_step, limit=limit)
+    steps, values, wall_times = points.steps.tolist(), points.values.tolist(), points.wall_times.tolist()
+    body: dict[str, Any] = {"run_id": run_id, "key": key, "rank": rank}
+    if columns:
+        body |= {"steps": steps, "values": values, "wall_times": wall_times}
+    else:
+        body["points"] = [
+            {"step": step, "value": value, "wall_time": wall_time}
+            for step, value, wall_time in zip(steps, values, wall_times, strict=True)
+        ]
+    body["next_step"] = next_step
+    return to_json(body, inf_nan_mode="strings")
 
-    Pages hold up to 100,000 points: the packed blocks are read through the driver's own cursor until they
-    hold the page, and the page goes to JSON in one pydantic-core call (NaN and +-inf spelled as the
-    schemas spell them), not through a model per point.
-    """
+
+def page_binary(
+    db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int
+) -> tuple[bytes, int, int | None]:
+    """The page of :func:`page_json` as packed columns: the steps (little-endian int64), then the values and
+    the wall times (little-endian float64, NaN and +-inf bit for bit), the form the store keeps them in, so
+    neither side parses anything. Returns the body, its number of points and the next page's step."""
+    points, next_step = _page(db, run_id, key, rank=rank, start_step=start_step, limit=limit)
+    body = b"".join(
+        (
+            points.steps.astype("<i8", copy=False).tobytes(),
+            points.values.astype("<f8", copy=False).tobytes(),
+            points.wall_times.astype("<f8", copy=False).tobytes(),
+        )
+    )
+    return body, len(points), next_step
+
+
+def _page(
+    db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int
+) -> tuple[_point_store.Points, int | None]:
+    """Up to ``limit`` points from ``start_step`` on, and the step of the point after them (None at the end).
+
+    The packed blocks are read through the driver's own cursor until they hold the page and the step after
+    it, not through the ORM."""
     with db.session() as session:
         get_run_row(session, run_id)
         key_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
@@ -67,16 +102,4 @@ def page_json(
                 held += sum(len(row[0]) for row in fetched) // 8
     points = _point_store.unpack(blocks).between(start_step, None)
     next_step = int(points.steps[limit]) if len(points) > limit else None
-    steps = points.steps[:limit].tolist()
-    values = points.values[:limit].tolist()
-    wall_times = points.wall_times[:limit].tolist()
-    body: dict[str, Any] = {"run_id": run_id, "key": key, "rank": rank}
-    if columns:
-        body |= {"steps": steps, "values": values, "wall_times": wall_times}
-    else:
-        body["points"] = [
-            {"step": step, "value": value, "wall_time": wall_time}
-            for step, value, wall_time in zip(steps, values, wall_times, strict=True)
-        ]
-    body["next_step"] = next_step
-    return to_json(body, inf_nan_mode="strings")
+    return points.head(limit), next_step

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from sqlalchemy import Select, and_, func, insert, select, update
+from sqlalchemy import Select, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -29,6 +29,25 @@ from tracker.services._upsert import insert_ignore
 _LOCK_SPACE = 0x706C7276
 
 _mb, _run, _view, _value = models.MetricBlock, models.Run, models.RungView, models.RungValue
+
+# The experiment's rung views with the run's rows in them: built once (building it cost more than running
+# it, on every batch), and a no-op's cost when the experiment has no view.
+_views_table, _values_table = _view.__table__, _value.__table__
+_VIEWS_OF_RUN = (
+    select(_views_table.c.key_id, _views_table.c.rung_step, _values_table.c.at_step)
+    .select_from(
+        _views_table.outerjoin(
+            _values_table,
+            and_(
+                _values_table.c.experiment_id == _views_table.c.experiment_id,
+                _values_table.c.run_id == bindparam("run_id"),
+                _values_table.c.key_id == _views_table.c.key_id,
+                _values_table.c.rung_step == _views_table.c.rung_step,
+            ),
+        )
+    )
+    .where(_views_table.c.experiment_id == bindparam("experiment_id"))
+)
 
 RunPoints = Mapping[tuple[int, int], Mapping[int, tuple[float, float]]]
 
@@ -90,19 +109,11 @@ def record(session: Session, run: models.Run, fresh: RunPoints) -> None:
         return
     experiment_id = run.experiment_id
     _lock(session, experiment_id, shared=True)
-    mine = and_(
-        _value.experiment_id == _view.experiment_id,
-        _value.run_id == run.id,
-        _value.key_id == _view.key_id,
-        _value.rung_step == _view.rung_step,
-    )
-    views = session.execute(
-        select(_view.key_id, _view.rung_step, _value.at_step)
-        .outerjoin(_value, mine)
-        .where(_view.experiment_id == experiment_id, _view.key_id.in_(reached))
-    ).all()
+    views = session.execute(_VIEWS_OF_RUN, {"experiment_id": experiment_id, "run_id": run.id}).all()
     for key_id, rung_step, recorded in views:
-        points = reached[key_id]
+        points = reached.get(key_id)
+        if points is None:
+            continue
         # Every earlier point at or past the rung is at or after `recorded`: the batch's first one past the
         # rung is the run's first when it comes before it (or when nothing was recorded).
         first = min((step for step in points if step >= rung_step), default=None)
