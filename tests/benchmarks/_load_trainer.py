@@ -59,6 +59,8 @@ class _Seen:
     runs: dict[int, int] = field(default_factory=dict)  # run id -> points logged
     steps: int = 0
     lost: int = 0
+    uncreated_runs: int = 0
+    uncreated_points: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -79,7 +81,7 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
             monitor=MONITOR,
             mode="max",
             rules=RULES,
-            spool=False,
+            spool_dir=spool_dir,
         )
         peak, top = rng.randint(8, 40), rng.uniform(0.5, 0.95)
         logged_at: dict[int, float] = {}
@@ -111,6 +113,9 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
             seen.lost += lost
             if run.id is not None:
                 seen.runs[run.id] = points
+            else:  # the tracker never answered its creation: its points are spooled with it, or lost
+                seen.uncreated_runs += 1
+                seen.uncreated_points += points
 
 
 def main(argv: list[str]) -> None:
@@ -149,6 +154,8 @@ def main(argv: list[str]) -> None:
                 "runs": seen.runs,
                 "steps": seen.steps,
                 "lost": seen.lost,
+                "uncreated_runs": seen.uncreated_runs,
+                "uncreated_points": seen.uncreated_points,
                 "errors": errors.count,
                 "first_errors": errors.first,
                 "seconds": time.monotonic() - started,

@@ -192,6 +192,9 @@ def _target(
     spooled = spooled_points(sorted((folder / name / "spool").glob("*/b-*.json")))
     # Logged and neither stored nor in the spool (for `plateau sync`): lost.
     missing = sum(max(0, points - stored.get(int(run_id), 0)) for run_id, points in logged.items())
+    # Runs whose creation the tracker never answered: their points can only be in the spool (which holds
+    # the creation too, for `plateau sync`) or lost.
+    missing += sum(t["uncreated_points"] for t in seen)
     lost = max(0, missing - spooled)
     stored_total = sum(stored.values()) - stored_before
     batches = _batches(database_url) - batches_before
@@ -204,6 +207,7 @@ def _target(
         "target": name,
         "live_runs": runs,
         "runs_driven": len(logged),
+        "runs_never_created": sum(t["uncreated_runs"] for t in seen),
         "seconds": round(elapsed, 1),
         "points_per_s_offered": round(runs * STEPS_PER_S * POINTS_PER_STEP),
         "points_per_s_stored": round(stored_total / elapsed),
@@ -219,8 +223,8 @@ def _target(
         "sdk_errors": sum(t["errors"] for t in seen),
         "first_errors": [message for t in seen for message in t["first_errors"]][:5],
         "points_spooled": spooled,
-        # Read back: logged to a run the tracker created, and neither stored nor spooled. The SDK's own
-        # count (what finish() returned) is beside it, not added to it: those points are among these.
+        # Read back: logged, and neither stored nor spooled (a run never created counts whole). The SDK's
+        # own count (what finish() returned) is beside it, not added to it: those points are among these.
         "points_lost": lost,
         "points_lost_by_sdk_count": sum(t["lost"] for t in seen),
     }
