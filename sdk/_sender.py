@@ -430,7 +430,12 @@ class Sender:
             marker.done.set()
 
     def _stash(self, batch: _Batch) -> None:
-        if self.spool is not None and self.spool.write(batch.batch_id, batch.series):
+        try:
+            written = self.spool is not None and self.spool.write(batch.batch_id, batch.series)
+        except OSError as exc:  # a full disk, a spool folder removed: counted as lost, never raised
+            self._warn_once("spool-error", f"plateau: cannot write to the spool ({exc}); dropping points")
+            written = False
+        if written:
             self.spooled_points += batch.points
             return
         self.dropped_points += batch.points

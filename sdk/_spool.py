@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,11 +60,7 @@ class Spool:
 
     def _used(self) -> int:
         if self._bytes is None:
-            self._bytes = (
-                sum(p.stat().st_size for p in self.root.rglob("*.json") if p.is_file())
-                if self.root.exists()
-                else 0
-            )
+            self._bytes = _bytes_under(self.root)
         return self._bytes
 
     def write(self, batch_id: str, series: list[dict[str, Any]]) -> bool:
@@ -105,10 +102,31 @@ class Spool:
         return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []
 
     def forget(self, path: Path) -> None:
-        size = path.stat().st_size
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:  # delivered and removed already (`plateau sync` beside this process)
+            return
         path.unlink(missing_ok=True)
         if self._bytes is not None:
             self._bytes = max(0, self._bytes - size)
+
+
+def _bytes_under(root: Path) -> int:
+    """Bytes of the spool files under ``root`` (every run's spool: the cap is the machine's). Other runs
+    deliver and remove their files while these are counted: a file or folder gone meanwhile is skipped,
+    never an error (one raised out of a run's ``finish()`` into the trainer)."""
+    total = 0
+    for folder, _, names in os.walk(root):  # os.walk skips folders it cannot list
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                status = os.stat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(status.st_mode):
+                total += status.st_size
+    return total
 
 
 def _atomic_write(path: Path, content: str) -> None:

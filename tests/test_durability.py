@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import sdk
+from sdk import _spool
 from tests._server import TrackerProcess, free_port
 
 
@@ -199,3 +200,37 @@ def test_a_full_queue_spills_to_the_spool_instead_of_dropping(tmp_path: Path) ->
         assert elapsed < 5.0  # a few disk writes, not a wait on the hung server
     finally:
         listener.close()
+
+
+def test_the_spool_cap_counts_around_files_other_runs_remove_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many runs share the spool folder and remove what they deliver: a file listed and gone before it is
+    measured is skipped (it raised out of ``finish()`` into the trainer, under load, before)."""
+    (tmp_path / "run-a").mkdir()
+    (tmp_path / "run-a" / "b-1.json").write_text("x" * 100)
+    real_walk = os.walk
+
+    def walk_with_a_vanished_file(root: object) -> object:
+        for folder, folders, names in real_walk(root):
+            yield folder, folders, [*names, "b-delivered-meanwhile.json"]
+
+    monkeypatch.setattr(_spool.os, "walk", walk_with_a_vanished_file)
+    assert _spool._bytes_under(tmp_path) == 100
+
+
+def test_a_spool_that_cannot_be_written_loses_points_without_raising(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk under the spool: the points are counted lost and ``finish()`` still returns."""
+    def full_disk(self: object, batch_id: str, series: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_spool.Spool, "write", full_disk)
+    run = sdk.init(
+        project="durable", url=f"http://127.0.0.1:{free_port()}", wait=0.2, spool_dir=tmp_path / "spool"
+    )
+    for step in range(50):
+        run.log({"loss": 1.0}, step=step)
+    assert run.finish(timeout=0.5) == 50
+    assert run.spooled_points == 0

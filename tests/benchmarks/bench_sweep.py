@@ -1,6 +1,7 @@
 """Sweeps: Plateau's ``default-sweep`` beside real Optuna pruners and the i-Epoch baseline.
 
     python -m tests.benchmarks.bench_sweep [--curves OPDA.jsonl] [--corpus CORPUS.jsonl ...] [--quick]
+        [--source NAME ...] [--rules JSON]
 
 Each source is replayed as one sweep, its runs in the file's order (arrival order): Plateau through
 ``replay_sweep`` (cross-run rules see only the runs replayed before), Optuna through a real in-memory
@@ -21,6 +22,7 @@ its front is every i.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import time
@@ -30,6 +32,7 @@ from typing import Any
 
 from tests.benchmarks._frontier import results_at
 from tests.benchmarks.bench_replay import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
+from tracker.policy import PolicySpec
 from tracker.policy.presets import preset
 from tracker.replay._curves import Curve
 from tracker.replay._report import summarise
@@ -109,6 +112,11 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, nargs="*", default=[DEFAULT_CORPUS])
     parser.add_argument("--quick", action="store_true", help="Optuna warm-ups 0, 2, 4 only")
     parser.add_argument("--source", action="append", help="only these sources")
+    parser.add_argument(
+        "--rules",
+        type=json.loads,
+        help='rules to replay instead of default-sweep\'s, as JSON (a candidate: \'[{"rule": "asha"}]\')',
+    )
     args = parser.parse_args()
     import optuna
 
@@ -129,6 +137,8 @@ def main() -> None:
     started = time.perf_counter()
     for name, source in sources.items():
         policy = preset("default-sweep", monitor="val", mode=source.mode)
+        if args.rules is not None:
+            policy = PolicySpec.model_validate({"monitor": "val", "mode": source.mode, "rules": args.rules})
         results = replay_sweep(policy, source.curves)
         ours = score(source, [r.stop_index for r in results], [r.stopped_by for r in results])
         optuna_points = {
