@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -56,12 +57,9 @@ class Spool:
         self.create_body = create_body
         self.max_bytes = max_bytes
         self.started_at = time.time()  # a run synced later starts when its trainer started it
-        self._bytes: int | None = None
 
     def _used(self) -> int:
-        if self._bytes is None:
-            self._bytes = _bytes_under(self.root)
-        return self._bytes
+        return _usage.of(self.root)
 
     def write(self, batch_id: str, series: list[dict[str, Any]]) -> bool:
         """Store a batch (in the series form the sender builds); False when the spool is full (the batch
@@ -71,7 +69,7 @@ class Spool:
             return False
         self._prepare_dir()
         _atomic_write(self.dir / f"b-{time.time_ns():020d}-{os.getpid()}-{_safe(batch_id)}.json", content)
-        self._bytes = self._used() + len(content)
+        _usage.add(self.root, len(content))
         return True
 
     def write_summary(self, summary: dict[str, Any]) -> None:
@@ -102,13 +100,45 @@ class Spool:
         return sorted(self.dir.glob("b-*.json")) if self.dir.exists() else []
 
     def forget(self, path: Path) -> None:
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:  # delivered and removed already (`plateau sync` beside this process)
-            return
-        path.unlink(missing_ok=True)
-        if self._bytes is not None:
-            self._bytes = max(0, self._bytes - size)
+        _discard(path)
+
+
+class _RootUsage:
+    """Bytes spooled under each spool root, as this process knows them: measured by one walk the first
+    time a run of the process spools there, then kept as its runs write and deliver. One walk per process,
+    not one per run: with thousands of runs spooling, a walk per run made each new run's first write
+    (done from ``log()`` when the queue is full) read every other run's files."""
+
+    def __init__(self) -> None:
+        self._bytes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def of(self, root: Path) -> int:
+        key = os.path.abspath(root)
+        with self._lock:
+            if key not in self._bytes:
+                self._bytes[key] = _bytes_under(root)
+            return self._bytes[key]
+
+    def add(self, root: Path, change: int) -> None:
+        """Bytes written (or, negative, removed) under ``root``; nothing until the root is measured."""
+        key = os.path.abspath(root)
+        with self._lock:
+            if key in self._bytes:
+                self._bytes[key] = max(0, self._bytes[key] + change)
+
+
+_usage = _RootUsage()
+
+
+def _discard(path: Path) -> None:
+    """Remove a spooled file (delivered or dropped), and its bytes from its root's usage."""
+    try:
+        size = path.stat().st_size
+        path.unlink()
+    except FileNotFoundError:  # removed already (`plateau sync` beside the run's own sender)
+        return
+    _usage.add(path.parent.parent, -size)
 
 
 def _bytes_under(root: Path) -> int:
@@ -207,7 +237,7 @@ def replay(
             result.points += points
             if on_sent is not None:
                 on_sent(answer)
-        path.unlink(missing_ok=True)
+        _discard(path)
     return result
 
 
@@ -299,7 +329,7 @@ def sync(
         if key in drop:
             report.dropped += 1
             for path in folder.iterdir():
-                path.unlink()
+                _discard(path)
             folder.rmdir()
             continue
         meta = folder / "run.json"

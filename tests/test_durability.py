@@ -223,6 +223,7 @@ def test_a_spool_that_cannot_be_written_loses_points_without_raising(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A full disk under the spool: the points are counted lost and ``finish()`` still returns."""
+
     def full_disk(self: object, batch_id: str, series: object) -> bool:
         raise OSError(28, "No space left on device")
 
@@ -234,3 +235,29 @@ def test_a_spool_that_cannot_be_written_loses_points_without_raising(
         run.log({"loss": 1.0}, step=step)
     assert run.finish(timeout=0.5) == 50
     assert run.spooled_points == 0
+
+
+def test_runs_of_one_process_share_the_spool_cap_and_delivery_frees_it(tmp_path: Path) -> None:
+    """The cap is the spool root's, whichever run wrote: a second run finds the first's bytes there (the
+    process measures the root once and keeps count), and what ``plateau sync`` delivers is freed."""
+    url = f"http://127.0.0.1:{free_port()}"
+    spool_dir = tmp_path / "spool"
+    first = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=20_000)
+    for step in range(100):
+        first.log({"loss": 1.0}, step=step)
+    assert first.finish(timeout=1) == 0
+    used = _spool._bytes_under(spool_dir)
+    assert 0 < used < 20_000
+    second = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100)
+    for step in range(100):
+        second.log({"loss": 1.0}, step=step)
+    assert second.finish(timeout=1) == 100  # no room left beside the first run's batches
+    server = TrackerProcess(tmp_path / "tracker", port=int(url.rsplit(":", 1)[1]))
+    try:
+        assert sdk.sync(url=url, spool_dir=spool_dir).points == 100
+    finally:
+        server.stop()
+    third = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100)
+    for step in range(100):
+        third.log({"loss": 1.0}, step=step)
+    assert third.finish(timeout=1) == 0  # the delivered batches left room
