@@ -35,11 +35,6 @@ def _get(call: str, *args: Any, **options: Any) -> Any:
     return _cached(tracker_url(), os.environ.get("PLATEAU_TOKEN"), call, args, tuple(sorted(options.items())))
 
 
-def runs(project: str | None = None, experiment: str | None = None) -> list[dict[str, Any]]:
-    data: list[dict[str, Any]] = _get("runs", project=project, experiment=experiment)
-    return data
-
-
 def runs_page(
     *,
     project: str | None = None,
@@ -68,9 +63,33 @@ def projects() -> list[dict[str, Any]]:
     return data
 
 
+def experiments() -> list[tuple[str, str]]:
+    """``(project, experiment)`` of every experiment, by name, from the projects list (no run is read)."""
+    return [(p["name"], e["name"]) for p in projects() for e in p["experiments"]]
+
+
+def newest_runs(
+    project: str | None = None, experiment: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs (at most 1,000), of ``project``/``experiment`` when given, newest first:
+    pages choose among these, never among every run (10,000 runs took seconds to read)."""
+    data: list[dict[str, Any]] = runs_page(project=project, experiment=experiment, limit=limit)["data"]
+    return data
+
+
 def run(run_id: int) -> dict[str, Any]:
     result: dict[str, Any] = _get("run", run_id)
     return result
+
+
+def run_if_any(run_id: int) -> dict[str, Any] | None:
+    """The run, or None when the tracker has no such run (any other failure raises)."""
+    try:
+        return run(run_id)
+    except TrackerError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def decisions(run_id: int) -> list[dict[str, Any]]:

@@ -9,13 +9,13 @@ from dashboard import _api
 from dashboard._views import best_of, curve_chart
 
 st.title("Compare runs")
-available = _api.guarded(_api.runs)
-if not available:
+experiments = _api.guarded(_api.experiments)
+if not experiments:
     st.info("No runs yet.")
     st.stop()
-experiments = sorted({(r["project"], r["experiment"]) for r in available})
 project, experiment = st.selectbox("Experiment", experiments, format_func=lambda pe: f"{pe[0]} / {pe[1]}")
-runs = [r for r in available if r["project"] == project and r["experiment"] == experiment]
+runs = _api.guarded(_api.newest_runs, project, experiment, 1000)  # oldest first below, as runs are listed
+runs.reverse()
 labels = {f"#{r['id']} {r['name']}": r for r in runs}
 picked = [labels[label] for label in st.multiselect("Runs", list(labels), default=list(labels)[:5])]
 if not picked:

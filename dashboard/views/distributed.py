@@ -8,12 +8,14 @@ import streamlit as st
 from dashboard import _api
 
 st.title("Distributed health")
-available = _api.guarded(_api.runs)
-labels = {f"#{r['id']} {r['name']} ({r['project']}/{r['experiment']})": r["id"] for r in available}
-if not labels:
+experiments = _api.guarded(_api.experiments)
+if not experiments:
     st.info("No runs yet.")
     st.stop()
-run_id = labels[st.selectbox("Run", list(labels))]
+project, experiment = st.selectbox("Experiment", experiments, format_func=lambda pe: f"{pe[0]} / {pe[1]}")
+available = _api.guarded(_api.newest_runs, project, experiment, 1000)
+labels = {f"#{r['id']} {r['name']}": r["id"] for r in available}
+run_id = labels[st.selectbox("Run (the experiment's newest 1,000)", list(labels))]
 health = _api.guarded(_api.health, run_id)
 if not health["ranks"]:
     st.info("This run has no distributed figures (use sdk.distributed.StepTimer or sdk.staleness).")

@@ -9,18 +9,31 @@ from dashboard import _api
 from dashboard._views import best_of, curve_chart, smooth, stop_decision
 
 st.title("Run")
-available = _api.guarded(_api.runs)
-if not available:
+# The choice is the run asked for (?run=ID, as the Runs page links) and the newest runs: never every run,
+# which at 10,000 runs took seconds to read and made a list nobody scrolls.
+NEWEST = 100
+recent = _api.guarded(_api.runs_page, limit=NEWEST)["data"]
+if not recent:
     st.info("No runs yet.")
     st.stop()
-labels = {f"#{r['id']} {r['name']} ({r['project']}/{r['experiment']})": r["id"] for r in available}
 wanted = st.query_params.get("run")
-default = next((i for i, v in enumerate(labels.values()) if str(v) == wanted), None)
-if wanted is not None and default is None:
+asked = (
+    _api.guarded(_api.run_if_any, int(wanted))
+    if wanted is not None and wanted.isdigit() and 0 < int(wanted) < 2**62
+    else None
+)
+if wanted is not None and asked is None:
     # Another run shown in its place would be read as the one asked for.
     st.error(f"There is no run {wanted!r} on {_api.tracker_url()}. Choose one below, or open the Runs page.")
+listed = ([asked] if asked is not None else []) + [
+    r for r in recent if asked is None or r["id"] != asked["id"]
+]
+labels = {f"#{r['id']} {r['name']} ({r['project']}/{r['experiment']})": r["id"] for r in listed}
 chosen_label = st.selectbox(
-    "Run", list(labels), index=default if wanted is not None else 0, placeholder="Choose a run"
+    f"Run (the newest {NEWEST}; any other by its link on the Runs page)",
+    list(labels),
+    index=0 if asked is not None or wanted is None else None,
+    placeholder="Choose a run",
 )
 if chosen_label is None:
     st.stop()

@@ -61,7 +61,13 @@ def ingest(
     """
     now = time.time()
     with db.session(write=True) as session:
-        run = decisions.get_run_row(session, run_id, lock=True, unloaded=_UNUSED_BY_INGEST)
+        run = decisions.get_run_row(
+            session,
+            run_id,
+            lock=True,
+            unloaded=_UNUSED_BY_INGEST,
+            also=() if db.is_sqlite else _WITH_RUNG_LOCK,
+        )
         seen = session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first()
         if seen is not None:
             replayed = IngestResult(
@@ -125,6 +131,8 @@ def ingest(
 # Ingest reads and writes the run's progress, never its config, tags or summary: left unloaded, their JSON
 # is not parsed on every batch.
 _UNUSED_BY_INGEST = (models.Run.config, models.Run.tags, models.Run.summary)
+# On PostgreSQL, the experiment's lock shared with the run's row, for rung_view.record (no round trip).
+_WITH_RUNG_LOCK = (rung_view.SHARED_LOCK,)
 
 # The statements of every batch, built once and in Core: building a statement cost more than running it,
 # and the ORM's unit of work (a heartbeat set on the run object, flushed) several times more.

@@ -30,6 +30,9 @@ _LOCK_SPACE = 0x706C7276
 
 _mb, _run, _view, _value = models.MetricBlock, models.Run, models.RungView, models.RungValue
 
+SHARED_LOCK = func.pg_advisory_xact_lock_shared(_LOCK_SPACE, _run.experiment_id)
+"""Selected with a run (PostgreSQL only), it takes the run's experiment's lock shared until the commit."""
+
 # The experiment's rung views with the run's rows in them: built once (building it cost more than running
 # it, on every batch), and a no-op's cost when the experiment has no view.
 _views_table, _values_table = _view.__table__, _value.__table__
@@ -84,7 +87,7 @@ def exists(session: Session, experiment_id: int, key_id: int, step: int) -> bool
 def build(db: Database, experiment_id: int, key_id: int, step: int) -> None:
     """Build the view of one rung unless it exists: its own transaction, one scan of the experiment."""
     with db.session(write=True) as session:
-        _lock(session, experiment_id, shared=False)
+        _lock_alone(session, experiment_id)
         created = session.execute(
             insert_ignore(session, _view)
             .values(experiment_id=experiment_id, key_id=key_id, rung_step=step)
@@ -103,12 +106,15 @@ def build(db: Database, experiment_id: int, key_id: int, step: int) -> None:
 def record(session: Session, run: models.Run, fresh: RunPoints) -> None:
     """Keep the run's rows in its experiment's rung views for the points just stored (``fresh``: new points
     per ``(key id, rank)``). A row changes only when the batch holds the run's first point past the rung:
-    the first batch that reaches it, or a late point before the one recorded."""
+    the first batch that reaches it, or a late point before the one recorded.
+
+    On PostgreSQL the transaction must hold the experiment's lock shared (:data:`SHARED_LOCK`, which ingest
+    reads with the run's row) from a statement before this one: this one's snapshot then sees every view
+    built before it."""
     reached = {key_id: points for (key_id, rank), points in fresh.items() if rank == 0 and points}
     if not reached:
         return
     experiment_id = run.experiment_id
-    _lock(session, experiment_id, shared=True)
     views = session.execute(_VIEWS_OF_RUN, {"experiment_id": experiment_id, "run_id": run.id}).all()
     for key_id, rung_step, recorded in views:
         points = reached.get(key_id)
@@ -161,8 +167,6 @@ def _row(
     }
 
 
-def _lock(session: Session, experiment_id: int, *, shared: bool) -> None:
-    if session.get_bind().dialect.name != "postgresql":
-        return
-    lock = func.pg_advisory_xact_lock_shared if shared else func.pg_advisory_xact_lock
-    session.execute(select(lock(_LOCK_SPACE, experiment_id)))
+def _lock_alone(session: Session, experiment_id: int) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(_LOCK_SPACE, experiment_id)))
