@@ -10,9 +10,9 @@ import math
 import os
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from sdk._decision import Answer, Decision
 from sdk._http import HttpClient, Reply, TransportErrors
@@ -23,6 +23,7 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 
 # Statuses worth another try: the request may succeed later unchanged.
 _JSON = {"content-type": "application/json"}
+_T = TypeVar("_T")
 
 
 class TrackerError(Exception):
@@ -77,8 +78,12 @@ class Transport:
         self._client.forget()
 
     def _request(self, method: str, path: str, **options: Any) -> Any:
+        return self._naming_url(self._exchange, method, path, **options)
+
+    def _naming_url(self, call: Callable[..., _T], *args: Any, **options: Any) -> _T:
+        """``call``'s result; an error it raises names this tracker's URL."""
         try:
-            return self._exchange(method, path, **options)
+            return call(*args, **options)
         except TrackerError as exc:
             exc.url = self.url
             raise
@@ -261,11 +266,7 @@ class Transport:
         path = f"/api/v1/runs/{run_id}/history"
         while start is not None:
             params = {"key": key, "rank": rank, "start_step": start, "limit": page, "form": "binary"}
-            try:
-                reply = self._reply("GET", path, params=params)
-            except TrackerError as exc:
-                exc.url = self.url
-                raise
+            reply = self._naming_url(self._reply, "GET", path, params=params)
             count = int(reply.headers.get("x-plateau-points", "-1"))
             if count < 0 or len(reply.body) != 24 * count:
                 raise RetryableError(f"unreadable answer from GET {path}: {len(reply.body)} bytes")
