@@ -18,8 +18,9 @@ from typing import Any
 
 from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
 from sdk._decision import CONTINUE, Answer, Decision
+from sdk._link import recently_unreachable
 from sdk._policy_check import check_policy
-from sdk._sender import Sender, recently_unreachable
+from sdk._sender import Sender
 from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
 from sdk._transport import DEFAULT_URL, RejectedError, RetryableError, Transport
 from sdk._types import Combine, FinalStatus, Mode, Reduce
@@ -160,7 +161,7 @@ class Run:
     def invalid_points(self) -> int:
         """Values that could not become a float64 (``2**1024``, a tensor of several elements): each dropped
         alone, and warned about once per key with its step."""
-        return self._sender.invalid_points
+        return self._sender.batcher.invalid_points
 
     @property
     def lost_points(self) -> int:
@@ -359,7 +360,7 @@ class Run:
         deadline = time.monotonic() + timeout
         self._sender.flush(timeout)
         run_id = self.id
-        if run_id is None or not self._sender.online:
+        if run_id is None or not self._sender.link.online:
             return self._unjudged()
         try:
             decision = self._transport.get_decision(
@@ -452,7 +453,7 @@ class Run:
         run_id = self.id
         spool = self._sender.spool
         finished = False
-        if run_id is not None and self._sender.online:
+        if run_id is not None and self._sender.link.online:
             try:
                 self._transport.finish_run(run_id, status, timeout=max(0.5, deadline - time.monotonic()))
                 finished = True
@@ -470,7 +471,7 @@ class Run:
                 run_id if run_id is not None else f"{self._sender.run_key!r} (not created yet)",
                 spool.dir,
             )
-            if run_id is not None and self._sender.online:
+            if run_id is not None and self._sender.link.online:
                 # The run says it is incomplete until `plateau sync` delivers the rest (it clears this).
                 with suppress(RetryableError, RejectedError):
                     self._transport.update_summary(run_id, {UNDELIVERED: waiting})
@@ -487,7 +488,7 @@ class Run:
     def _warn_if_monitor_never_logged(self) -> None:
         """The policy judged nothing because its monitor never came (the tracker may have said so while
         training, from keys like it; this is certain): say so once, naming what was logged."""
-        logged = sorted(k for k in self._sender.keys_logged if not k.startswith("time/"))
+        logged = sorted(k for k in self._sender.batcher.keys_logged if not k.startswith("time/"))
         if self.monitor is None or self._sender.monitor_step is not None or not logged or self.rank != 0:
             return
         if "missing_monitor" in self._warned:

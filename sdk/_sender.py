@@ -15,62 +15,20 @@ batch is dropped (sending it again would not help). Without a spool, batches wai
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from sdk._batcher import Batch, Batcher, Marker, Queue, queued_points
 from sdk._decision import Answer
-from sdk._retry import backoff_delay
+from sdk._link import Link
 from sdk._spool import Spool, replay, replay_summary
+from sdk._summary_sync import SummarySync
 from sdk._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
-
-# (step, wall_time, keys, values, rank or None). Keys and values apart, not a dict copy: a loop logs the
-# same keys every step, so one keys tuple is shared by every record that has them, and a record takes about
-# a third of the memory (it matters when many runs queue at once).
-_BACKLOG_BATCHES = 20
-
-MAX_SERIES_PER_BATCH = 10_000
-"""The tracker's bound on distinct (key, rank) series in one batch (README, "API"): larger records are
-split."""
-
-Record = tuple[int, float, tuple[Any, ...], tuple[Any, ...], int | None]
-
-UNREACHABLE_MEMORY_S = 60.0
-"""How long a process remembers a tracker it could not reach: ``init`` of another run to it within this
-time does not wait for it (a sweep of short runs would pay ``wait`` each time)."""
-
-# Documented module state: tracker URL -> monotonic time this process last failed to reach it (removed
-# when it answers).
-_UNREACHABLE: dict[str, float] = {}
-
-
-def recently_unreachable(url: str) -> bool:
-    """Whether this process failed to reach the tracker at ``url`` in the last ``UNREACHABLE_MEMORY_S``."""
-    failed = _UNREACHABLE.get(url.rstrip("/"))
-    return failed is not None and time.monotonic() - failed < UNREACHABLE_MEMORY_S
-
-
-@dataclass
-class _Marker:
-    """Put in the queue by ``flush``; set once everything before it is sent or safe in the spool."""
-
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
-class _Batch:
-    batch_id: str
-    series: list[dict[str, Any]]  # per (key, rank): {"key", "rank", "steps", "values", "wall_times"}
-    points: int
-    markers: list[_Marker]
-    monitor_step: int | None = None  # the newest step of the monitored metric (own rank) it carries
 
 
 class Sender:
@@ -95,14 +53,11 @@ class Sender:
         self._create_body = create_body
         self.run_key = str(create_body.get("run_key"))
         self._monitor = monitor
-        self._rank = rank
         self._on_created = on_created
         self._on_answer = on_answer
         self.spool = spool
         self._max_pending = max_pending
-        self._batch_points = batch_points
-        # A batch is full when its records hold about batch_points points; records hold ~10 keys at most.
-        self._wake_records = max(1, batch_points // 4)
+        self.batcher = Batcher(monitor=monitor, rank=rank, batch_points=batch_points, warn=self._warn_once)
         self._flush_interval = flush_interval
         self._max_backoff = max_backoff
         self.run_id: int | None = None
@@ -115,34 +70,24 @@ class Sender:
         self.create_error: str | None = None
         self.dropped_points = 0
         self.rejected_points = 0
-        self.invalid_points = 0  # values that cannot become a float64, dropped alone
         self._last_replay_spill = 0.0
         self.spooled_points = 0
         self._warned: set[str] = set()
-        # The run's summary figures, merged; ``_summary_version`` counts changes, ``_summary_sent`` the
-        # version the tracker has (a change made during a send is sent again).
-        self._summary: dict[str, Any] = {}
-        self._summary_version = 0
-        self._summary_sent = 0
-        self._summary_spooled = 0
-        self._summary_lock = threading.Lock()
+        self._summary = SummarySync(transport, spool, self._warn_once)
         self._last_keys: tuple[Any, ...] = ()
         # The newest step at which this process logged the monitored metric for its own rank (set by
         # ``submit``, in the training thread), and a condition notified on every answer from the tracker
         # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
         self.monitor_step: int | None = None
-        self.keys_logged: set[str] = set()  # every key batched so far (by the thread, not by log())
         self.progress = threading.Condition()
         self._reset_threading()
 
     def _reset_threading(self) -> None:
-        self._pending: deque[Record | _Marker] = deque()
-        self._inflight: _Batch | None = None
+        self._pending: Queue = deque()
+        self._inflight: Batch | None = None
         self._wake = threading.Event()
         self._abandon = threading.Event()
-        self._offline = False
-        self._failures = 0
-        self._next_probe = 0.0
+        self.link = Link(self._transport.url, max_backoff=self._max_backoff)
         self._thread = threading.Thread(target=self._loop, name="plateau-sender", daemon=True)
 
     def start(self) -> None:
@@ -175,7 +120,7 @@ class Sender:
                 self.monitor_step = step
             if not self._wake.is_set():
                 self._wake.set()
-        elif len(pending) >= self._wake_records and not self._wake.is_set():
+        elif len(pending) >= self.batcher.wake_records and not self._wake.is_set():
             self._wake.set()
 
     def _relieve(self) -> bool:
@@ -187,7 +132,7 @@ class Sender:
         try:
             target = self._max_pending // 2
             while len(self._pending) > target:
-                batch = self._take_batch()
+                batch = self.batcher.take(self._pending)
                 if batch is None:
                     break
                 if batch.points:
@@ -199,40 +144,20 @@ class Sender:
 
     def update_summary(self, figures: Mapping[str, Any]) -> None:
         """Merge ``figures`` into the run's summary; the thread sends it (spooled while offline)."""
-        with self._summary_lock:
-            self._summary.update(figures)
-            self._summary_version += 1
+        self._summary.update(figures)
         self._wake.set()
 
     def _sync_summary(self, *, may_send: bool = True) -> None:
-        """Online: send the summary if it changed. Offline (or ``may_send=False``): keep it in the spool,
-        for the reconnect or a later process (``plateau sync``)."""
-        with self._summary_lock:
-            version = self._summary_version
-            if version == self._summary_sent:
-                return
-            summary = dict(self._summary)
-        if not may_send or self.run_id is None or self._offline:
-            if self.spool is not None and version != self._summary_spooled:
-                self.spool.write_summary(summary)
-                self._summary_spooled = version
-            return
-        try:
-            self._transport.update_summary(self.run_id, summary)
-        except RetryableError as exc:
-            self._go_offline(exc)
-            self._sync_summary(may_send=False)
-            return
-        except RejectedError as exc:
-            self._warn_once("summary", f"plateau: the tracker rejected the run summary: {exc}")
-        with self._summary_lock:
-            self._summary_sent = max(self._summary_sent, version)
+        """Online: send the summary if it changed. Offline (or ``may_send=False``): keep it in the spool."""
+        failure = self._summary.sync(self.run_id if may_send and self.link.online else None)
+        if failure is not None:
+            self._go_offline(failure)
 
     def flush(self, timeout: float) -> bool:
         """Wait until everything logged before this call is sent or in the spool; False on timeout."""
         if not self._thread.is_alive():
             return not self._pending and self._inflight is None
-        marker = _Marker()
+        marker = Marker()
         self._pending.append(marker)
         self._wake.set()
         return marker.done.wait(max(0.0, timeout))
@@ -242,28 +167,7 @@ class Sender:
         what is left. Returns points lost (neither sent nor spooled)."""
         deadline = time.monotonic() + timeout
         self.flush(timeout)
-        # Offline at the end: attempts now rather than after the backoff. A tracker this run has reached
-        # went away mid-run (a restart, most often): it is tried until the deadline. One never reached is
-        # tried once: a tracker that is not there costs one failed connection, not the whole timeout.
-        while (
-            self.spool is not None
-            and self.create_error is None
-            and (self._offline or self.run_id is None)
-            and time.monotonic() < deadline
-            and self._thread.is_alive()
-        ):
-            with self.progress:
-                attempts = self.attempts
-                self._next_probe = 0.0
-                self._wake.set()
-                while self.attempts == attempts:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self.progress.wait(min(remaining, 0.5))
-            if self.run_id is None:
-                break
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        self._reach_before(deadline)
         self._abandon.set()
         self._wake.set()
         self._notify()
@@ -277,15 +181,35 @@ class Sender:
             self._stash(self._inflight)
         self._inflight = None
         while True:
-            batch = self._take_batch()
+            batch = self.batcher.take(self._pending)
             if batch is None:
                 break
             self._stash(batch)
         return self.unsent_points() + self.dropped_points
 
+    def _reach_before(self, deadline: float) -> None:
+        """Offline at the end: attempts now rather than after the backoff. A tracker this run has reached
+        went away mid-run (a restart, most often): it is tried until the deadline. One never reached is
+        tried once: a tracker that is not there costs one failed connection, not the whole timeout."""
+        while (
+            self.spool is not None
+            and self.create_error is None
+            and (not self.link.online or self.run_id is None)
+            and time.monotonic() < deadline
+            and self._thread.is_alive()
+        ):
+            with self.progress:
+                attempts = self.attempts
+                self.link.probe_now()
+                self._wake.set()
+                while self.attempts == attempts and (remaining := deadline - time.monotonic()) > 0:
+                    self.progress.wait(min(remaining, 0.5))
+            if self.run_id is None:
+                return
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
     def unsent_points(self) -> int:
-        left = sum(len(r[2]) for r in list(self._pending) if not isinstance(r, _Marker))
-        return left + (self._inflight.points if self._inflight else 0)
+        return queued_points(self._pending) + (self._inflight.points if self._inflight else 0)
 
     # --- the thread ---------------------------------------------------------------------------------
 
@@ -301,11 +225,11 @@ class Sender:
 
     def _cycle(self) -> None:
         refused = self.create_error is not None  # refused is final: asking again only repeats the error
-        if not refused and (self.run_id is None or self._offline) and time.monotonic() >= self._next_probe:
+        if not refused and (self.run_id is None or not self.link.online) and self.link.probe_due():
             self._reconnect()
         if self.create_error is not None:
             self._discard_pending()
-        elif self.run_id is None or self._offline:
+        elif self.run_id is None or not self.link.online:
             if self.spool is not None:
                 self._spill()
                 self._sync_summary(may_send=False)
@@ -346,9 +270,7 @@ class Sender:
                 logger.error("plateau: the tracker refused to create the run: %s", exc)
             self.created.set()
         else:
-            self._offline = False
             self._recovered()
-            _UNREACHABLE.pop(self._transport.url, None)
         finally:
             self.attempts += 1
             self.attempted.set()
@@ -372,20 +294,15 @@ class Sender:
             self.progress.notify_all()
 
     @property
-    def online(self) -> bool:
-        """Whether the last exchange with the tracker worked (False from a failure until a probe answers)."""
-        return not self._offline
-
-    @property
     def waitable(self) -> bool:
         """Whether an answer from the tracker can be expected: the run exists, the tracker answered last
         time, and the sender is running."""
-        return self.run_id is not None and not self._offline and not self._abandon.is_set()
+        return self.run_id is not None and self.link.online and not self._abandon.is_set()
 
     def _drain(self) -> None:
         assert self.run_id is not None
         while not self._abandon.is_set():
-            batch = self._inflight or self._take_batch()
+            batch = self._inflight or self.batcher.take(self._pending)
             if batch is None:
                 return
             self._inflight = batch
@@ -406,13 +323,13 @@ class Sender:
                     self._recovered()
                     self._deliver(answer, batch.monitor_step)
             self._finish(batch)
-            if self._offline:
+            if not self.link.online:
                 return
 
     def _spill(self) -> None:
         """Offline: move everything queued to the spool, so memory stays bounded and nothing is lost."""
         while not self._abandon.is_set():
-            batch = self._inflight or self._take_batch()
+            batch = self._inflight or self.batcher.take(self._pending)
             if batch is None:
                 return
             self._inflight = batch
@@ -420,16 +337,16 @@ class Sender:
                 self._stash(batch)
             self._finish(batch)
 
-    def _finish(self, batch: _Batch) -> None:
+    def _finish(self, batch: Batch) -> None:
         self._inflight = None
         self._finish_markers(batch)
 
     @staticmethod
-    def _finish_markers(batch: _Batch) -> None:
+    def _finish_markers(batch: Batch) -> None:
         for marker in batch.markers:
             marker.done.set()
 
-    def _stash(self, batch: _Batch) -> None:
+    def _stash(self, batch: Batch) -> None:
         try:
             written = self.spool is not None and self.spool.write(batch.batch_id, batch.series)
         except OSError as exc:  # a full disk, a spool folder removed: counted as lost, never raised
@@ -441,90 +358,16 @@ class Sender:
         self.dropped_points += batch.points
         self._warn_once("spool-full", "plateau: the spool is full or disabled; dropping points")
 
-    def _take_batch(self) -> _Batch | None:
-        series: dict[tuple[str, int], dict[str, Any]] = {}
-        markers: list[_Marker] = []
-        pending = self._pending
-        points = 0
-        # With a backlog (a loop that logs faster than one batch a round trip), larger batches: the round
-        # trip, not the points, is what one sender thread pays for, and the tracker takes 100,000 a batch.
-        limit = self._batch_points * (_BACKLOG_BATCHES if len(pending) > 2 * self._wake_records else 1)
-        while pending and points < limit:
-            item = pending.popleft()
-            if isinstance(item, _Marker):
-                markers.append(item)
-                break
-            room = MAX_SERIES_PER_BATCH - len(series)
-            if len(item[2]) > room:  # the tracker refuses a batch of more distinct keys: split the record
-                step, wall_time, keys, values, rank = item
-                if room <= 0:
-                    pending.appendleft(item)
-                    break
-                pending.appendleft((step, wall_time, keys[room:], values[room:], rank))
-                item = (step, wall_time, keys[:room], values[:room], rank)
-            points += self._append_points(series, item)
-        if not points and not markers:
-            return None
-        monitored = series.get((self._monitor, self._rank)) if self._monitor is not None else None
-        monitor_step = max(monitored["steps"]) if monitored else None
-        return _Batch(uuid.uuid4().hex, list(series.values()), points, markers, monitor_step)
-
-    def _append_points(self, series: dict[tuple[str, int], dict[str, Any]], record: Record) -> int:
-        """Add a record's values to their (key, rank) columns; returns how many were added."""
-        step, wall_time, keys, values, rank = record
-        rank = self._rank if rank is None else rank
-        try:
-            step = operator.index(step)
-            if step < 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            self._warn_once("step", f"plateau: step must be a whole number >= 0, got {step!r}; dropped")
-            return 0
-        added = 0
-        for key, value in zip(keys, values, strict=False):  # equal unless the mapping changed meanwhile
-            try:
-                number = float(value)  # int, float, bool, numpy scalars, one-element torch tensors
-            except Exception as exc:
-                # Dropped alone: raising here once lost the whole batch being built around it.
-                self.invalid_points += 1
-                self._warn_once(
-                    f"value:{key}",
-                    f"plateau: {key!r} = {_short(value)} at step {step} cannot become a float64 "
-                    f"({type(exc).__name__}); dropped, and counted in run.invalid_points (this key is warned "
-                    "about once)",
-                )
-                continue
-            column = series.get((key, rank))
-            if column is None:
-                if not isinstance(key, str) or not key:
-                    self._warn_once("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
-                    continue
-                column = series[(key, rank)] = {
-                    "key": key,
-                    "rank": rank,
-                    "steps": [],
-                    "values": [],
-                    "wall_times": [],
-                }
-                self.keys_logged.add(key)
-            column["steps"].append(step)
-            column["values"].append(number)
-            column["wall_times"].append(wall_time)
-            added += 1
-        return added
-
     def _discard_pending(self) -> None:
         while self._pending:
             item = self._pending.popleft()
-            if isinstance(item, _Marker):
+            if isinstance(item, Marker):
                 item.done.set()
             else:
                 self.rejected_points += len(item[2])
 
     def _go_offline(self, exc: RetryableError) -> None:
-        self._offline = True
-        _UNREACHABLE[self._transport.url] = time.monotonic()
-        self._failures += 1
+        delay = self.link.failed(exc)
         where = f"; points go to the spool at {self.spool.dir}" if self.spool is not None else ""
         self._warn_once(
             "unreachable",
@@ -532,29 +375,15 @@ class Sender:
             "and they are sent when it is back",
         )
         self._notify()  # a loop waiting for a verdict goes on at once
-        delay = backoff_delay(
-            self._failures, base_s=0.25, cap_s=self._max_backoff, retry_after=exc.retry_after
-        )
-        self._next_probe = time.monotonic() + delay
         if self.spool is None:
             self._abandon.wait(delay)
 
     def _recovered(self) -> None:
-        if self._failures:
+        if self.link.answered():
             logger.warning("plateau: the tracker at %s is reachable again", self._transport.url)
             self._warned.discard("unreachable")
-        self._failures = 0
 
     def _warn_once(self, topic: str, message: str) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
             logger.warning(message)
-
-
-def _short(value: Any) -> str:
-    """A value as a warning shows it: its repr, cut short (a huge int's repr alone can fail or be huge)."""
-    try:
-        text = repr(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= 60 else text[:57] + "..."
