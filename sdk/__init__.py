@@ -25,7 +25,8 @@ Public API:
 from __future__ import annotations
 
 from sdk._decision import Decision
-from sdk._run import Run, init
+from sdk._init import init
+from sdk._run import Run
 from sdk._spool import SyncReport, sync
 from sdk._transport import DEFAULT_URL
 

@@ -8,22 +8,20 @@ import os
 import sys
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, suppress
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sdk._agree import Agreement, agreement, detect_rank_world, shared_run_key
-from sdk._decision import CONTINUE, Answer, Decision
+from sdk._agree import Agreement, agreement
+from sdk._decision import Decision
 from sdk._link import recently_unreachable
-from sdk._policy_check import check_policy
 from sdk._sender import Sender
-from sdk._spool import UNDELIVERED, Spool, default_spool_dir, spooled_points
-from sdk._transport import DEFAULT_URL, RejectedError, RetryableError, Transport
-from sdk._types import Combine, FinalStatus, Mode, Reduce
+from sdk._spool import UNDELIVERED, Spool, spooled_points
+from sdk._transport import RejectedError, RetryableError, Transport
+from sdk._types import FinalStatus
+from sdk._verdicts import Verdicts
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
@@ -59,11 +57,6 @@ def _restart_after_fork() -> None:
         run._sender.restart_after_fork()
 
 
-# Alerts the training process is told about as a warning (once each): the policy cannot work as asked
-# (no monitored metric), or saw monitored steps out of order (judged late, by fewer rules).
-_WARNED_ALERTS = frozenset({"missing_monitor", "late"})
-
-
 class Run:
     """A run on the tracker, seen from a training process. Create it with :func:`sdk.init`.
 
@@ -90,22 +83,9 @@ class Run:
         self.monitor = monitor
         self.rank = rank
         self.exit_timeout = exit_timeout
-        self.decision_timeout = decision_timeout
         self.info: dict[str, Any] = {}
-        self._latest: Decision = CONTINUE
-        self._stop: Decision | None = None
-        self._checkpoint: Decision | None = None
+        self._verdicts = Verdicts(transport, rank=rank, decision_timeout=decision_timeout)
         self._checkpoint_taken = 0
-        # What the tracker has told of the monitored metric: the newest step it judged, and the newest
-        # step of this process's own that it answered for (judged or not: a reduced step waits for ranks).
-        self._judged = -1
-        self._answered = -1
-        # After a verdict came later than decision_timeout: the step it was for, how many timeouts so far,
-        # and how many calls go unblocked before the next wait (doubling with each timeout).
-        self._slow_step: int | None = None
-        self._timeouts = 0
-        self._unblocked_calls = 0
-        self._warned: set[str] = set()
         self._agreement: Agreement | None = None
         self._next_step = 0
         self._finished = False
@@ -119,7 +99,7 @@ class Run:
             monitor=monitor,
             rank=rank,
             on_created=self._on_created,
-            on_answer=self._on_answer,
+            on_answer=self._verdicts.on_answer,
             flush_interval=flush_interval,
             max_pending=max_pending,
             spool=spool,
@@ -173,37 +153,18 @@ class Run:
         """The tracker's id for this run; None until the tracker has answered."""
         return self._sender.run_id
 
+    @property
+    def decision_timeout(self) -> float:
+        """How long ``should_stop()``/``should_checkpoint()`` wait at most for a verdict, in seconds."""
+        return self._verdicts.decision_timeout
+
+    @decision_timeout.setter
+    def decision_timeout(self, seconds: float) -> None:
+        self._verdicts.decision_timeout = seconds
+
     def _on_created(self, created: dict[str, Any]) -> None:
         self.info = created
-        decision = created.get("decision")
-        if isinstance(decision, dict):
-            self._record(Decision.from_json(decision))
-        judged = created.get("judged_step")
-        if isinstance(judged, int):
-            self._judged = max(self._judged, judged)
-
-    def _on_answer(self, answer: Answer, monitor_step: int | None) -> None:
-        """The tracker's answer to a batch (called by the sender thread, under ``progress``)."""
-        for decision in (*answer.decisions, answer.decision):
-            self._record(decision)
-        if answer.judged_step is not None and answer.judged_step > self._judged:
-            self._judged = answer.judged_step
-        if monitor_step is not None and monitor_step > self._answered:
-            self._answered = monitor_step
-
-    def _record(self, decision: Decision) -> None:
-        if decision.action == "alert":
-            if decision.rule in _WARNED_ALERTS and decision.rule not in self._warned:
-                self._warned.add(decision.rule)
-                logger.warning("plateau: %s", decision.reason)
-            return
-        with self._lock:
-            if decision.seq >= self._latest.seq:
-                self._latest = decision
-            if decision.stop and self._stop is None:
-                self._stop = decision
-            elif decision.checkpoint and (self._checkpoint is None or decision.seq > self._checkpoint.seq):
-                self._checkpoint = decision
+        self._verdicts.on_created(created)
 
     # --- the training loop's calls ------------------------------------------------------------------
 
@@ -238,8 +199,8 @@ class Run:
         monitored step logged before the previous call, and the loop leaves one step after the stop step
         (on every rank at once).
         """
-        self._await_verdict()
-        local = self._stop is not None
+        self._verdicts.await_verdict(self._sender)
+        local = self._verdicts.stop is not None
         if self._agreement is None:
             return local
         return self._agreement.max("stop", int(local), deferred=deferred) > 0
@@ -258,8 +219,8 @@ class Run:
         ``deferred=True`` it answers for the previous call's step, when the model has moved on by a step:
         use the blocking form to save the exact network.
         """
-        target = self._await_verdict()
-        checkpoint = self._checkpoint
+        target = self._verdicts.await_verdict(self._sender)
+        checkpoint = self._verdicts.checkpoint
         seq = 0
         if checkpoint is not None and (target is None or checkpoint.step == target):
             seq = checkpoint.seq
@@ -270,86 +231,10 @@ class Run:
         self._checkpoint_taken = seq
         return True
 
-    def _await_verdict(self) -> int | None:
-        """Wait, boundedly, for the tracker's verdict on the monitored step this process logged last.
-        Returns that step once its verdict is known (answers are exact), else None (they come from
-        memory). Never raises."""
-        target = self._sender.monitor_step
-        if target is None or self.rank != 0:
-            return None
-        try:
-            if target <= self._judged:  # known already: the common call, a read of two ints
-                return target
-            if not self._sender.waitable or not self._may_wait():
-                return None
-            return self._wait_for(target, time.monotonic() + self.decision_timeout)
-        except Exception:  # a bad step type from the user, a bug: the loop must go on
-            logger.warning("plateau: could not wait for the verdict on step %r", target, exc_info=True)
-            return None
-
-    def _may_wait(self) -> bool:
-        if self._slow_step is None:
-            return True
-        if self._unblocked_calls > 0:
-            self._unblocked_calls -= 1
-            return False
-        if self._judged >= self._slow_step:  # the tracker has caught up: exact again
-            self._slow_step = None
-            return True
-        return False
-
-    def _wait_for(self, target: int, deadline: float) -> int | None:
-        sender = self._sender
-        with sender.progress:
-            while self._judged < target and self._answered < target:
-                remaining = deadline - time.monotonic()
-                if not sender.waitable:
-                    return None
-                if remaining <= 0:
-                    self._too_slow(target)
-                    return None
-                sender.progress.wait(remaining)
-        if self._judged >= target:
-            return target
-        # The tracker took the point but has not judged it (a reduced metric waits for every rank, or
-        # after the reduce timeout): ask for that step's verdict, long-polling for the rest of the bound.
-        run_id = sender.run_id
-        if run_id is None:
-            return None
-        try:
-            decision = self._transport.get_decision(
-                run_id, step=target, wait=max(0.0, deadline - time.monotonic())
-            )
-            if not decision.judged:
-                self._too_slow(target)
-                return None
-            self._record(decision)
-            if decision.stop and decision.step == target:  # a checkpoint at the same step hides behind it
-                for made in self._transport.decisions_at(run_id, target):
-                    self._record(made)
-        except (RetryableError, RejectedError) as exc:
-            logger.warning("plateau: could not get the verdict on step %d: %s", target, exc)
-            return None
-        self._judged = max(self._judged, target)
-        return target
-
-    def _too_slow(self, target: int) -> None:
-        self._timeouts += 1
-        self._slow_step = target
-        self._unblocked_calls = 2 ** min(self._timeouts - 1, 10) - 1
-        if "slow" not in self._warned:
-            self._warned.add("slow")
-            logger.warning(
-                "plateau: the tracker's verdict on step %d did not come within %.1fs (decision_timeout); "
-                "should_stop()/should_checkpoint() answer from what has arrived until it keeps pace again",
-                target,
-                self.decision_timeout,
-            )
-
     @property
     def latest(self) -> Decision:
         """The newest decision received; the stop decision once there is one."""
-        return self._stop or self._latest
+        return self._verdicts.stop or self._verdicts.latest
 
     def decision(self, step: int, timeout: float = 30.0) -> Decision:
         """Flush, then wait up to ``timeout`` seconds for the tracker's verdict on exactly ``step``.
@@ -361,22 +246,18 @@ class Run:
         self._sender.flush(timeout)
         run_id = self.id
         if run_id is None or not self._sender.link.online:
-            return self._unjudged()
+            return self._verdicts.unjudged()
         try:
             decision = self._transport.get_decision(
                 run_id, step=step, wait=max(0.0, deadline - time.monotonic())
             )
         except (RetryableError, RejectedError) as exc:
             logger.warning("plateau: could not get the decision for step %d: %s", step, exc)
-            return self._unjudged()
-        self._record(decision)
+            return self._verdicts.unjudged()
+        self._verdicts.record(decision)
         if decision.judged:
-            self._judged = max(self._judged, step)
+            self._verdicts.judged = max(self._verdicts.judged, step)
         return decision
-
-    def _unjudged(self) -> Decision:
-        latest = self.latest
-        return Decision(**{**latest.__dict__, "judged": False})
 
     # --- summary figures: model complexity, time per step -------------------------------------------
 
@@ -449,7 +330,7 @@ class Run:
         self._final_summary()
         left = self._sender.close(timeout)
         self._warn_if_monitor_never_logged()
-        status = status or ("stopped" if self._stop is not None else "finished")
+        status = status or ("stopped" if self._verdicts.stop is not None else "finished")
         run_id = self.id
         spool = self._sender.spool
         finished = False
@@ -491,7 +372,7 @@ class Run:
         logged = sorted(k for k in self._sender.batcher.keys_logged if not k.startswith("time/"))
         if self.monitor is None or self._sender.monitor_step is not None or not logged or self.rank != 0:
             return
-        if "missing_monitor" in self._warned:
+        if "missing_monitor" in self._verdicts.warned:
             return
         logger.warning(
             "plateau: monitor %r was never logged, so nothing was judged (this process logged: %s)",
@@ -515,136 +396,3 @@ class Run:
         tb: TracebackType | None,
     ) -> None:
         self.finish("failed" if exc_type is not None and exc_type is not KeyboardInterrupt else None)
-
-
-# The order of the parameters that could once be given by position, for the deprecated positional form.
-_ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
-
-
-def init(
-    project: str,
-    *positional: Any,
-    experiment: str = "default",
-    name: str | None = None,
-    config: Mapping[str, Any] | None = None,
-    monitor: str | None = None,
-    mode: Mode = "min",
-    rules: Sequence[Mapping[str, Any]] | None = None,
-    url: str | None = None,
-    transport: Transport | None = None,
-    run_key: str | None = None,
-    tags: Sequence[str] = (),
-    rank: int | None = None,
-    world_size: int | None = None,
-    planned_steps: int | None = None,
-    combine: Combine = "any",
-    reduce: Reduce = "rank0",
-    wait: float = 5.0,
-    flush_interval: float = 0.5,
-    max_pending: int = 100_000,
-    exit_timeout: float = 10.0,
-    decision_timeout: float = 5.0,
-    spool_dir: str | os.PathLike[str] | None = None,
-    spool: bool = True,
-    spool_max_bytes: int = 512 * 1024 * 1024,
-    token: str | None = None,
-) -> Run:
-    """Start (or join, with ``run_key``) a run on the tracker and return it.
-
-    ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
-    omitted); with no ``monitor`` nothing is judged. ``planned_steps``: the step the run plans to end at,
-    for budget-aware rules (log the learning rate as ``"lr"`` too, and they also see the schedule).
-    ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
-    ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
-
-    Distributed: rank and world size come from torch.distributed when it is initialised, else from
-    RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
-    ``$TORCHELASTIC_RUN_ID``, or a key rank 0 broadcasts (then ``init`` is a collective).
-    The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765; ``token`` (else
-    ``$PLATEAU_TOKEN``) is the project's API token when the tracker requires one. ``init`` waits up to
-    ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
-    (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
-    is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
-    policy the tracker refuses raises ``ValueError`` here, before training starts: its shape (rule names,
-    parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
-    typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
-    ``ValueError`` too.
-    ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
-    on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
-    ``sdk._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's settings).
-
-    Every parameter after ``project`` is keyword-only. The positional form of earlier releases
-    (``init("proj", "exp", None, {...}, "val/loss")``) still works, with a ``DeprecationWarning``.
-    """
-    if positional:
-        if len(positional) > len(_ONCE_POSITIONAL):
-            raise TypeError(f"init() takes 1 positional argument (project), {1 + len(positional)} given")
-        warnings.warn(
-            "sdk.init: pass every argument after project by name "
-            f"({', '.join(f'{n}=' for n in _ONCE_POSITIONAL[: len(positional)])}); the positional form "
-            "will be removed",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        given = dict(zip(_ONCE_POSITIONAL[: len(positional)], positional, strict=True))
-        experiment = given.get("experiment", experiment)
-        name = given.get("name", name)
-        config = given.get("config", config)
-        monitor = given.get("monitor", monitor)
-        mode = given.get("mode", mode)
-        rules = given.get("rules", rules)
-        url = given.get("url", url)
-    policy: dict[str, Any] | None = None
-    if monitor is not None:
-        policy = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
-        if rules is not None:
-            policy["rules"] = list(rules)
-        check_policy(policy)  # before any collective or connection: a typo fails fast, the same everywhere
-        if rules is not None:
-            policy["rules"] = [dict(rule) for rule in rules]
-    if transport is None:
-        resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
-        transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
-    else:
-        resolved_url = transport.url
-    detected_rank, detected_world = detect_rank_world()
-    rank = detected_rank if rank is None else rank
-    world_size = detected_world if world_size is None else world_size
-    body: dict[str, Any] = {
-        "project": project,
-        "experiment": experiment,
-        "run_key": run_key or shared_run_key(world_size),
-        "config": dict(config or {}),
-        "tags": list(tags),
-        "world_size": world_size,
-    }
-    if name is not None:
-        body["name"] = name
-    if planned_steps is not None:
-        body["planned_steps"] = planned_steps
-    if policy is not None:
-        body["policy"] = policy
-    disk = (
-        Spool(
-            Path(spool_dir) if spool_dir is not None else default_spool_dir(),
-            body["run_key"],
-            url=resolved_url,
-            create_body=body,
-            max_bytes=spool_max_bytes,
-        )
-        if spool
-        else None
-    )
-    run = Run(
-        transport=transport,
-        create_body=body,
-        monitor=monitor,
-        rank=rank,
-        flush_interval=flush_interval,
-        max_pending=max_pending,
-        exit_timeout=exit_timeout,
-        decision_timeout=decision_timeout,
-        spool=disk,
-    )
-    run._start(wait)
-    return run

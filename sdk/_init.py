@@ -1,0 +1,166 @@
+"""``sdk.init``: the one way a training process starts (or joins) a run."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sdk._agree import detect_rank_world, shared_run_key
+from sdk._policy_check import check_policy
+from sdk._run import Run
+from sdk._spool import Spool, default_spool_dir
+from sdk._transport import DEFAULT_URL, Transport
+from sdk._types import Combine, Mode, Reduce
+
+# The order of the parameters that could once be given by position, for the deprecated positional form.
+_ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
+
+
+def init(
+    project: str,
+    *positional: Any,
+    experiment: str = "default",
+    name: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    monitor: str | None = None,
+    mode: Mode = "min",
+    rules: Sequence[Mapping[str, Any]] | None = None,
+    url: str | None = None,
+    transport: Transport | None = None,
+    run_key: str | None = None,
+    tags: Sequence[str] = (),
+    rank: int | None = None,
+    world_size: int | None = None,
+    planned_steps: int | None = None,
+    combine: Combine = "any",
+    reduce: Reduce = "rank0",
+    wait: float = 5.0,
+    flush_interval: float = 0.5,
+    max_pending: int = 100_000,
+    exit_timeout: float = 10.0,
+    decision_timeout: float = 5.0,
+    spool_dir: str | os.PathLike[str] | None = None,
+    spool: bool = True,
+    spool_max_bytes: int = 512 * 1024 * 1024,
+    token: str | None = None,
+) -> Run:
+    """Start (or join, with ``run_key``) a run on the tracker and return it.
+
+    ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
+    omitted); with no ``monitor`` nothing is judged. ``planned_steps``: the step the run plans to end at,
+    for budget-aware rules (log the learning rate as ``"lr"`` too, and they also see the schedule).
+    ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
+    ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
+
+    Distributed: rank and world size come from torch.distributed when it is initialised, else from
+    RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
+    ``$TORCHELASTIC_RUN_ID``, or a key rank 0 broadcasts (then ``init`` is a collective).
+    The tracker is at ``url``, else ``$PLATEAU_URL``, else http://127.0.0.1:8765; ``token`` (else
+    ``$PLATEAU_TOKEN``) is the project's API token when the tracker requires one. ``init`` waits up to
+    ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
+    (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
+    is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
+    policy the tracker refuses raises ``ValueError`` here, before training starts: its shape (rule names,
+    parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
+    typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
+    ``ValueError`` too.
+    ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
+    on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
+    ``sdk._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's settings).
+
+    Every parameter after ``project`` is keyword-only. The positional form of earlier releases
+    (``init("proj", "exp", None, {...}, "val/loss")``) still works, with a ``DeprecationWarning``.
+    """
+    if positional:
+        given = _once_positional(positional)
+        experiment = given.get("experiment", experiment)
+        name = given.get("name", name)
+        config = given.get("config", config)
+        monitor = given.get("monitor", monitor)
+        mode = given.get("mode", mode)
+        rules = given.get("rules", rules)
+        url = given.get("url", url)
+    policy = _checked_policy(monitor, mode, rules, combine, reduce)
+    if transport is None:
+        resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
+        transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
+    else:
+        resolved_url = transport.url
+    detected_rank, detected_world = detect_rank_world()
+    rank = detected_rank if rank is None else rank
+    world_size = detected_world if world_size is None else world_size
+    body: dict[str, Any] = {
+        "project": project,
+        "experiment": experiment,
+        "run_key": run_key or shared_run_key(world_size),
+        "config": dict(config or {}),
+        "tags": list(tags),
+        "world_size": world_size,
+    }
+    if name is not None:
+        body["name"] = name
+    if planned_steps is not None:
+        body["planned_steps"] = planned_steps
+    if policy is not None:
+        body["policy"] = policy
+    disk = (
+        Spool(
+            Path(spool_dir) if spool_dir is not None else default_spool_dir(),
+            body["run_key"],
+            url=resolved_url,
+            create_body=body,
+            max_bytes=spool_max_bytes,
+        )
+        if spool
+        else None
+    )
+    run = Run(
+        transport=transport,
+        create_body=body,
+        monitor=monitor,
+        rank=rank,
+        flush_interval=flush_interval,
+        max_pending=max_pending,
+        exit_timeout=exit_timeout,
+        decision_timeout=decision_timeout,
+        spool=disk,
+    )
+    run._start(wait)
+    return run
+
+
+def _once_positional(positional: tuple[Any, ...]) -> dict[str, Any]:
+    """The deprecated positional form's arguments by name, with a ``DeprecationWarning`` at the caller."""
+    if len(positional) > len(_ONCE_POSITIONAL):
+        raise TypeError(f"init() takes 1 positional argument (project), {1 + len(positional)} given")
+    warnings.warn(
+        "sdk.init: pass every argument after project by name "
+        f"({', '.join(f'{n}=' for n in _ONCE_POSITIONAL[: len(positional)])}); the positional form "
+        "will be removed",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return dict(zip(_ONCE_POSITIONAL[: len(positional)], positional, strict=True))
+
+
+def _checked_policy(
+    monitor: str | None,
+    mode: Mode,
+    rules: Sequence[Mapping[str, Any]] | None,
+    combine: Combine,
+    reduce: Reduce,
+) -> dict[str, Any] | None:
+    """The policy the run asks for (None without a monitor), its shape checked in this process: before
+    any collective or connection, so a typo fails fast, the same on every rank, tracker or not."""
+    if monitor is None:
+        return None
+    policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
+    if rules is not None:
+        policy["rules"] = list(rules)
+    check_policy(policy)
+    if rules is not None:
+        policy["rules"] = [dict(rule) for rule in rules]
+    return policy
