@@ -1,32 +1,16 @@
-"""The ``plateau`` command."""
+"""The ``plateau`` command: its parser and ``main``. What each command does is in ``tracker.commands``."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from tracker.config import Settings
+from tracker import commands
 
 # Commands that need the tracker's dependencies (the `server` extra); `sync` needs the SDK alone.
 _SLIM_COMMANDS = frozenset({"sync"})
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    from tracker.config import Settings
-
-    overrides = {
-        name: getattr(args, name)
-        for name in ("home", "database_url", "host", "port")
-        if getattr(args, name, None) is not None
-    }
-    return Settings(**overrides)
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -36,307 +20,26 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from tracker.db.engine import Database
-    from tracker.db.prepare import prepare_schema
-    from tracker.serve import serve
-    from tracker.services.auth import any_tokens, is_loopback
-
-    settings = _settings(args)
-    if not is_loopback(settings.host) and not args.insecure:
-        prepare_schema(settings.resolved_database_url())
-        database = Database(settings.resolved_database_url())
-        try:
-            protected = any_tokens(database)
-        finally:
-            database.dispose()
-        if not protected:
-            print(
-                f"plateau serve: refusing to listen on {settings.host} with no API token configured "
-                "(anyone who can reach it could read and write every run). Create one with "
-                "`plateau token create --project P --scope write`, or pass --insecure.",
-                file=sys.stderr,
-            )
-            return 1
-    if settings.is_sqlite() and args.workers > 1:
-        print(
-            "plateau serve: SQLite has one writer at a time; several workers only queue on its lock "
-            "(use PostgreSQL with PLATEAU_DATABASE_URL to scale out)",
-            file=sys.stderr,
-        )
-    from tracker.serve import PortUnavailableError
-
-    def announce(url: str) -> None:
-        print(
-            f"plateau tracker on {url} "
-            f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
-            flush=True,
-        )
-
-    try:
-        serve(settings, workers=args.workers, log_level=args.log_level, on_listening=announce)
-    except PortUnavailableError as exc:
-        print(
-            f"plateau serve: {exc.strerror}; is a tracker already running there? "
-            "Choose another with --port (or PLATEAU_PORT)",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
-
-
-def _cmd_token(args: argparse.Namespace) -> int:
-    from tracker.db.engine import Database
-    from tracker.db.prepare import prepare_schema
-    from tracker.errors import NotFoundError
-    from tracker.services import auth
-
-    url = _settings(args).resolved_database_url()
-    prepare_schema(url)
-    database = Database(url)
-    try:
-        if args.token_command == "create":
-            token_id, token = auth.create_token(database, args.project, args.scope, args.name or "")
-            print(f"token {token_id} ({args.scope}, project {args.project!r}); shown once, keep it secret:")
-            print(token)
-        elif args.token_command == "list":
-            for row in auth.list_tokens(database, args.project):
-                state = "revoked" if row["revoked"] else "active"
-                fields = [
-                    f"{row['id']:>5}",
-                    str(row["project"]),
-                    f"{row['scope']:5}",
-                    f"{row['prefix']}...",
-                    state,
-                ]
-                print("  ".join([*fields, str(row["name"])]))
-        else:
-            try:
-                auth.revoke_token(database, args.id)
-            except NotFoundError as exc:
-                print(f"plateau token revoke: {exc}", file=sys.stderr)
-                return 1
-            print(f"token {args.id} revoked")
-    finally:
-        database.dispose()
-    return 0
-
-
-def _cmd_db(args: argparse.Namespace) -> int:
-    from tracker.db import migrate
-    from tracker.db.engine import make_engine
-
-    url = _settings(args).resolved_database_url()
-    if args.db_command == "upgrade":
-        migrate.upgrade(url, args.revision)
-    elif args.db_command == "downgrade":
-        migrate.downgrade(url, args.revision)
-    engine = make_engine(url)
-    try:
-        print(f"database at revision {migrate.current_revision(engine)} (head {migrate.head_revision(url)})")
-    finally:
-        engine.dispose()
-    return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from tracker.demo import run_demo
-
-    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed)
-
-
-def _cmd_replay(args: argparse.Namespace) -> int:
-    from tracker.replay.command import run_replay
-
-    return run_replay(args)
-
-
-def _cmd_dashboard(args: argparse.Namespace) -> int:
-    import importlib.util
-
-    from tracker.discovery import port_is_free, tracker_for, wait_for_http
-    from tracker.processes import start_child, stop_child
-
-    if importlib.util.find_spec("streamlit") is None:
-        print(
-            "plateau dashboard needs the dashboard extra: pip install 'plateau-tracker[dashboard]'",
-            file=sys.stderr,
-        )
-        return 1
-    settings = _settings(args)
-    import dashboard  # the package, wherever it is installed (a wheel, or a checkout installed with -e)
-
-    app = Path(dashboard.__file__).parent / "app.py"
-    with tracker_for(settings, args.url) as url:
-        command = [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(app),
-            "--server.port",
-            str(args.dashboard_port),
-            "--server.address",
-            args.dashboard_host,
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ]
-        if not port_is_free(args.dashboard_host, args.dashboard_port):
-            print(
-                f"plateau dashboard: {args.dashboard_host}:{args.dashboard_port} is in use; is a dashboard "
-                "already running there? Choose another with --dashboard-port",
-                file=sys.stderr,
-            )
-            return 1
-        streamlit = start_child(command, env={**os.environ, "PLATEAU_URL": url})
-        address = f"http://{args.dashboard_host}:{args.dashboard_port}"
-        try:
-            if wait_for_http(f"{address}/_stcore/health", streamlit, timeout=60.0):
-                print(f"plateau dashboard on {address} (tracker {url})", flush=True)
-            return streamlit.wait()
-        except KeyboardInterrupt:
-            return 0
-        finally:
-            stop_child(streamlit)
-
-
-def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
-    from sdk._spool import spooled_runs
-
-    spooled = spooled_runs(Path(args.spool) if args.spool else None)
-    changes: dict[str, dict[str, Any]] = {}
-    for option, pairs in (("--policy", args.policy or []), ("--experiment", args.experiment or [])):
-        for pair in pairs:
-            key, sep, value = pair.partition("=")
-            if not sep or not key or not value:
-                raise ValueError(f"{option} takes RUN_KEY=VALUE, got {pair!r}")
-            if key not in spooled:
-                raise ValueError(f"no run {key!r} in the spool (spooled: {', '.join(spooled) or 'none'})")
-            if option == "--experiment":
-                changes.setdefault(key, {})["experiment"] = value
-                continue
-            try:
-                from tracker.replay.command import load_policy
-            except ImportError as exc:
-                raise ValueError(
-                    f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
-                    "missing): pip install 'plateau-tracker[server]'"
-                ) from None
-            create = json.loads((spooled[key] / "run.json").read_text())["create"]
-            old = create.get("policy") or {}
-            policy = load_policy(value, monitor=old.get("monitor", "val/loss"), mode=old.get("mode", "min"))
-            kept = {name: old[name] for name in ("combine", "reduce") if name in old}
-            changes.setdefault(key, {})["policy"] = {**policy.model_dump(mode="json"), **kept}
-    return changes
-
-
-def _cmd_sync(args: argparse.Namespace) -> int:
-    import sdk
-
-    try:
-        rehome = _rehoming(args)
-        report = sdk.sync(
-            Path(args.spool) if args.spool else None, url=args.url, drop=set(args.drop or []), rehome=rehome
-        )
-    except ValueError as exc:
-        print(f"plateau sync: {exc}", file=sys.stderr)
-        return 1
-    dropped = f"; {report.dropped} runs dropped unsent" if report.dropped else ""
-    print(
-        f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent "
-        f"({report.finished} runs ended as their trainer finished them); {report.rejected} points "
-        f"rejected; {report.left} batches left in the spool{dropped}"
-    )
-    for error in report.errors[:20]:
-        print(f"  {error}", file=sys.stderr)
-    if len(report.errors) > 20:
-        print(f"  ... and {len(report.errors) - 20} more", file=sys.stderr)
-    return 0 if report.left == 0 else 1
-
-
-def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
-    """The tracker at --url or $PLATEAU_URL, else the configured one, started on the embedded default
-    if none runs."""
-    from tracker.discovery import tracker_for
-
-    return tracker_for(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
-
-
-def _needs_tensorboard(command: str) -> bool:
-    import importlib.util
-
-    if importlib.util.find_spec("tensorboard") is None:
-        print(
-            f"plateau {command} tensorboard needs the tensorboard package: "
-            "pip install 'plateau-tracker[tensorboard]'",
-            file=sys.stderr,
-        )
-        return True
-    return False
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    if _needs_tensorboard("export"):
-        return 1
-    from tracker.tb import export_runs
-
-    token = args.token or os.environ.get("PLATEAU_TOKEN")
-    with _tracker_url(args) as url:
-        report = export_runs(
-            url,
-            Path(args.logdir),
-            run_ids=args.run,
-            experiment=args.experiment,
-            project=args.project,
-            token=token,
-        )
-    for run in report.runs:
-        print(
-            f"run {run.run_id}: {run.points} points in {run.series} series, {run.decisions} decisions "
-            f"-> {run.directory}"
-        )
-    if not report.runs:
-        where = f" of project {args.project!r}" if args.project else ""
-        print(f"plateau export: experiment {args.experiment!r}{where} has no runs", file=sys.stderr)
-        return 1
-    print(
-        f"plateau export: {len(report.runs)} runs, {report.points} points; tensorboard --logdir {args.logdir}"
-    )
-    return 0
-
-
-def _cmd_import(args: argparse.Namespace) -> int:
-    if _needs_tensorboard("import"):
-        return 1
-    from tracker.tb import import_logdir
-
-    logdir = Path(args.logdir)
-    if not logdir.is_dir():
-        print(f"plateau import: {logdir} is not a folder", file=sys.stderr)
-        return 1
-    token = args.token or os.environ.get("PLATEAU_TOKEN")
-    with _tracker_url(args) as url:
-        report = import_logdir(logdir, url, experiment=args.experiment, project=args.project, token=token)
-    for run in report.runs:
-        print(
-            f"{run.directory} -> run {run.run_id} ({run.name}): {run.points} points in {run.series} series, "
-            f"{run.accepted} new; {run.skipped_values} non-scalar values skipped"
-        )
-    print(f"plateau import: {len(report.runs)} runs, {report.points} points")
-    return 0 if report.runs else 1
-
-
 def build_parser() -> argparse.ArgumentParser:
     from tracker import __version__
 
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
     parser.add_argument("--version", action="version", version=f"plateau {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    _add_serve(subcommands)
+    _add_db(subcommands)
+    _add_token(subcommands)
+    _add_demo(subcommands)
+    _add_dashboard(subcommands)
+    _add_replay(subcommands)
+    _add_export_import(subcommands)
+    _add_sync(subcommands)
+    return parser
 
-    serve = commands.add_parser("serve", help="run the tracker server")
+
+def _add_serve(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau serve``."""
+    serve = subcommands.add_parser("serve", help="run the tracker server")
     _add_store_options(serve)
     serve.add_argument("--host", help="address to bind (PLATEAU_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (PLATEAU_PORT, default 8765)")
@@ -350,9 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback address with no API token configured"
     )
-    serve.set_defaults(handler=_cmd_serve)
+    serve.set_defaults(handler=commands.serve_command)
 
-    db = commands.add_parser(
+
+def _add_db(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau db upgrade|downgrade|current``."""
+    db = subcommands.add_parser(
         "db",
         help="database schema migrations",
         description="Alembic migrations of the tracker's database "
@@ -374,9 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                 default=default,
                 help="an Alembic revision id, or head / base / -1",
             )
-    db.set_defaults(handler=_cmd_db)
+    db.set_defaults(handler=commands.db_command)
 
-    token = commands.add_parser(
+
+def _add_token(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau token create|list|revoke``."""
+    token = subcommands.add_parser(
         "token",
         help="per-project API tokens",
         description="API tokens, each for one project with scope read or write. A tracker that has any "
@@ -402,9 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("id", type=int, help="the token's id, as `plateau token list` shows it")
     for sub in (create, listing, revoke):
         _add_store_options(sub)
-    token.set_defaults(handler=_cmd_token)
+    token.set_defaults(handler=commands.token_command)
 
-    demo = commands.add_parser(
+
+def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau demo``."""
+    demo = subcommands.add_parser(
         "demo",
         help="train small models on digits, stopped by Plateau",
         description="Train four small PyTorch models on scikit-learn's digits under Plateau's default "
@@ -416,9 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, help="port for the tracker the demo starts")
     demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
     demo.add_argument("--seed", type=int, default=0, help="seed of the data split and the models")
-    demo.set_defaults(handler=_cmd_demo)
+    demo.set_defaults(handler=commands.demo_command)
 
-    dashboard = commands.add_parser(
+
+def _add_dashboard(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau dashboard``."""
+    dashboard = subcommands.add_parser(
         "dashboard",
         help="the Streamlit dashboard (starts a tracker if none runs)",
         description="The Streamlit dashboard: runs with their decisions, curves, comparison, distributed "
@@ -438,9 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "--dashboard-port", type=int, default=8501, help="port the dashboard listens on (default 8501)"
     )
-    dashboard.set_defaults(handler=_cmd_dashboard)
+    dashboard.set_defaults(handler=commands.dashboard_command)
 
-    replay = commands.add_parser("replay", help="apply a stopping policy to recorded curves")
+
+def _add_replay(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau replay``."""
+    replay = subcommands.add_parser("replay", help="apply a stopping policy to recorded curves")
     replay.add_argument(
         "policy", help="a JSON or YAML policy file, or a preset: default, default-sweep, median, patience-K"
     )
@@ -467,9 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--json", action="store_true", help="print the per-source figures and every stop as JSON"
     )
-    replay.set_defaults(handler=_cmd_replay)
+    replay.set_defaults(handler=commands.replay_command)
 
-    export = commands.add_parser("export", help="export stored runs to another tool's format")
+
+def _add_export_import(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau export tensorboard`` and ``plateau import tensorboard``."""
+    export = subcommands.add_parser("export", help="export stored runs to another tool's format")
     export_formats = export.add_subparsers(dest="export_format", required=True)
     tb_export = export_formats.add_parser(
         "tensorboard", help="event files, one folder per run: scalars, decisions as text, HParams"
@@ -479,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     chosen.add_argument("--experiment", help="every run of this experiment")
     tb_export.add_argument("--project", help="project of --experiment")
     tb_export.add_argument("--logdir", required=True, help="TensorBoard log folder to write into")
-    importing = commands.add_parser("import", help="import runs from another tool's files")
+    importing = subcommands.add_parser("import", help="import runs from another tool's files")
     import_formats = importing.add_subparsers(dest="import_format", required=True)
     tb_import = import_formats.add_parser(
         "tensorboard", help="scalar series of event files, one run per event-file folder"
@@ -493,10 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--url", help="tracker URL (PLATEAU_URL; default: the configured one, started if away)"
         )
         sub.add_argument("--token", help="API token (PLATEAU_TOKEN)")
-    tb_export.set_defaults(handler=_cmd_export)
-    tb_import.set_defaults(handler=_cmd_import)
+    tb_export.set_defaults(handler=commands.export_command)
+    tb_import.set_defaults(handler=commands.import_command)
 
-    sync = commands.add_parser(
+
+def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau sync``."""
+    sync = subcommands.add_parser(
         "sync",
         help="send the SDK's spooled points to the tracker",
         description="Send what the SDK spooled while the tracker was away: each run is created or joined "
@@ -518,8 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument(
         "--experiment", action="append", metavar="RUN_KEY=NAME", help="send this run into another experiment"
     )
-    sync.set_defaults(handler=_cmd_sync)
-    return parser
+    sync.set_defaults(handler=commands.sync_command)
 
 
 def _one_line(exc: BaseException) -> str:

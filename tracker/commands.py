@@ -1,0 +1,319 @@
+"""What each ``plateau`` command does (the parser in ``tracker.cli`` routes to these). Imports are made
+inside each command: ``plateau sync`` runs on a slim install, with the SDK's dependencies alone."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracker.config import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    from tracker.config import Settings
+
+    overrides = {
+        name: getattr(args, name)
+        for name in ("home", "database_url", "host", "port")
+        if getattr(args, name, None) is not None
+    }
+    return Settings(**overrides)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from tracker.db.engine import Database
+    from tracker.db.prepare import prepare_schema
+    from tracker.serve import serve
+    from tracker.services.auth import any_tokens, is_loopback
+
+    settings = _settings(args)
+    if not is_loopback(settings.host) and not args.insecure:
+        prepare_schema(settings.resolved_database_url())
+        database = Database(settings.resolved_database_url())
+        try:
+            protected = any_tokens(database)
+        finally:
+            database.dispose()
+        if not protected:
+            print(
+                f"plateau serve: refusing to listen on {settings.host} with no API token configured "
+                "(anyone who can reach it could read and write every run). Create one with "
+                "`plateau token create --project P --scope write`, or pass --insecure.",
+                file=sys.stderr,
+            )
+            return 1
+    if settings.is_sqlite() and args.workers > 1:
+        print(
+            "plateau serve: SQLite has one writer at a time; several workers only queue on its lock "
+            "(use PostgreSQL with PLATEAU_DATABASE_URL to scale out)",
+            file=sys.stderr,
+        )
+    from tracker.serve import PortUnavailableError
+
+    def announce(url: str) -> None:
+        print(
+            f"plateau tracker on {url} "
+            f"(database {settings.resolved_database_url()}, {args.workers} worker(s))",
+            flush=True,
+        )
+
+    try:
+        serve(settings, workers=args.workers, log_level=args.log_level, on_listening=announce)
+    except PortUnavailableError as exc:
+        print(
+            f"plateau serve: {exc.strerror}; is a tracker already running there? "
+            "Choose another with --port (or PLATEAU_PORT)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def token_command(args: argparse.Namespace) -> int:
+    from tracker.db.engine import Database
+    from tracker.db.prepare import prepare_schema
+    from tracker.errors import NotFoundError
+    from tracker.services import auth
+
+    url = _settings(args).resolved_database_url()
+    prepare_schema(url)
+    database = Database(url)
+    try:
+        if args.token_command == "create":
+            token_id, token = auth.create_token(database, args.project, args.scope, args.name or "")
+            print(f"token {token_id} ({args.scope}, project {args.project!r}); shown once, keep it secret:")
+            print(token)
+        elif args.token_command == "list":
+            for row in auth.list_tokens(database, args.project):
+                state = "revoked" if row["revoked"] else "active"
+                fields = [
+                    f"{row['id']:>5}",
+                    str(row["project"]),
+                    f"{row['scope']:5}",
+                    f"{row['prefix']}...",
+                    state,
+                ]
+                print("  ".join([*fields, str(row["name"])]))
+        else:
+            try:
+                auth.revoke_token(database, args.id)
+            except NotFoundError as exc:
+                print(f"plateau token revoke: {exc}", file=sys.stderr)
+                return 1
+            print(f"token {args.id} revoked")
+    finally:
+        database.dispose()
+    return 0
+
+
+def db_command(args: argparse.Namespace) -> int:
+    from tracker.db import migrate
+    from tracker.db.engine import make_engine
+
+    url = _settings(args).resolved_database_url()
+    if args.db_command == "upgrade":
+        migrate.upgrade(url, args.revision)
+    elif args.db_command == "downgrade":
+        migrate.downgrade(url, args.revision)
+    engine = make_engine(url)
+    try:
+        print(f"database at revision {migrate.current_revision(engine)} (head {migrate.head_revision(url)})")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def demo_command(args: argparse.Namespace) -> int:
+    from tracker.demo import run_demo
+
+    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed)
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    from tracker.replay.command import run_replay
+
+    return run_replay(args)
+
+
+def dashboard_command(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from tracker.discovery import port_is_free, tracker_for, wait_for_http
+    from tracker.processes import start_child, stop_child
+
+    if importlib.util.find_spec("streamlit") is None:
+        print(
+            "plateau dashboard needs the dashboard extra: pip install 'plateau-tracker[dashboard]'",
+            file=sys.stderr,
+        )
+        return 1
+    settings = _settings(args)
+    import dashboard  # the package, wherever it is installed (a wheel, or a checkout installed with -e)
+
+    app = Path(dashboard.__file__).parent / "app.py"
+    with tracker_for(settings, args.url) as url:
+        command = [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(app),
+            "--server.port",
+            str(args.dashboard_port),
+            "--server.address",
+            args.dashboard_host,
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ]
+        if not port_is_free(args.dashboard_host, args.dashboard_port):
+            print(
+                f"plateau dashboard: {args.dashboard_host}:{args.dashboard_port} is in use; is a dashboard "
+                "already running there? Choose another with --dashboard-port",
+                file=sys.stderr,
+            )
+            return 1
+        streamlit = start_child(command, env={**os.environ, "PLATEAU_URL": url})
+        address = f"http://{args.dashboard_host}:{args.dashboard_port}"
+        try:
+            if wait_for_http(f"{address}/_stcore/health", streamlit, timeout=60.0):
+                print(f"plateau dashboard on {address} (tracker {url})", flush=True)
+            return streamlit.wait()
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            stop_child(streamlit)
+
+
+def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
+    from sdk._spool import spooled_runs
+
+    spooled = spooled_runs(Path(args.spool) if args.spool else None)
+    changes: dict[str, dict[str, Any]] = {}
+    for option, pairs in (("--policy", args.policy or []), ("--experiment", args.experiment or [])):
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key or not value:
+                raise ValueError(f"{option} takes RUN_KEY=VALUE, got {pair!r}")
+            if key not in spooled:
+                raise ValueError(f"no run {key!r} in the spool (spooled: {', '.join(spooled) or 'none'})")
+            if option == "--experiment":
+                changes.setdefault(key, {})["experiment"] = value
+                continue
+            try:
+                from tracker.replay.command import load_policy
+            except ImportError as exc:
+                raise ValueError(
+                    f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
+                    "missing): pip install 'plateau-tracker[server]'"
+                ) from None
+            create = json.loads((spooled[key] / "run.json").read_text())["create"]
+            old = create.get("policy") or {}
+            policy = load_policy(value, monitor=old.get("monitor", "val/loss"), mode=old.get("mode", "min"))
+            kept = {name: old[name] for name in ("combine", "reduce") if name in old}
+            changes.setdefault(key, {})["policy"] = {**policy.model_dump(mode="json"), **kept}
+    return changes
+
+
+def sync_command(args: argparse.Namespace) -> int:
+    import sdk
+
+    try:
+        rehome = _rehoming(args)
+        report = sdk.sync(
+            Path(args.spool) if args.spool else None, url=args.url, drop=set(args.drop or []), rehome=rehome
+        )
+    except ValueError as exc:
+        print(f"plateau sync: {exc}", file=sys.stderr)
+        return 1
+    dropped = f"; {report.dropped} runs dropped unsent" if report.dropped else ""
+    print(
+        f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent "
+        f"({report.finished} runs ended as their trainer finished them); {report.rejected} points "
+        f"rejected; {report.left} batches left in the spool{dropped}"
+    )
+    for error in report.errors[:20]:
+        print(f"  {error}", file=sys.stderr)
+    if len(report.errors) > 20:
+        print(f"  ... and {len(report.errors) - 20} more", file=sys.stderr)
+    return 0 if report.left == 0 else 1
+
+
+def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
+    """The tracker at --url or $PLATEAU_URL, else the configured one, started on the embedded default
+    if none runs."""
+    from tracker.discovery import tracker_for
+
+    return tracker_for(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
+
+
+def _needs_tensorboard(command: str) -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        print(
+            f"plateau {command} tensorboard needs the tensorboard package: "
+            "pip install 'plateau-tracker[tensorboard]'",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
+def export_command(args: argparse.Namespace) -> int:
+    if _needs_tensorboard("export"):
+        return 1
+    from tracker.tb import export_runs
+
+    token = args.token or os.environ.get("PLATEAU_TOKEN")
+    with _tracker_url(args) as url:
+        report = export_runs(
+            url,
+            Path(args.logdir),
+            run_ids=args.run,
+            experiment=args.experiment,
+            project=args.project,
+            token=token,
+        )
+    for run in report.runs:
+        print(
+            f"run {run.run_id}: {run.points} points in {run.series} series, {run.decisions} decisions "
+            f"-> {run.directory}"
+        )
+    if not report.runs:
+        where = f" of project {args.project!r}" if args.project else ""
+        print(f"plateau export: experiment {args.experiment!r}{where} has no runs", file=sys.stderr)
+        return 1
+    print(
+        f"plateau export: {len(report.runs)} runs, {report.points} points; tensorboard --logdir {args.logdir}"
+    )
+    return 0
+
+
+def import_command(args: argparse.Namespace) -> int:
+    if _needs_tensorboard("import"):
+        return 1
+    from tracker.tb import import_logdir
+
+    logdir = Path(args.logdir)
+    if not logdir.is_dir():
+        print(f"plateau import: {logdir} is not a folder", file=sys.stderr)
+        return 1
+    token = args.token or os.environ.get("PLATEAU_TOKEN")
+    with _tracker_url(args) as url:
+        report = import_logdir(logdir, url, experiment=args.experiment, project=args.project, token=token)
+    for run in report.runs:
+        print(
+            f"{run.directory} -> run {run.run_id} ({run.name}): {run.points} points in {run.series} series, "
+            f"{run.accepted} new; {run.skipped_values} non-scalar values skipped"
+        )
+    print(f"plateau import: {len(report.runs)} runs, {report.points} points")
+    return 0 if report.runs else 1
