@@ -3,42 +3,28 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.policy import (
-    Context,
-    Observation,
-    PolicySpec,
-    Verdict,
-    evaluate,
-    evaluate_health,
-    evaluate_late,
-    initial_states,
-)
-from tracker.schemas._common import json_safe
+from tracker.policy import PolicySpec
 from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, cohort_view, decisions, missing_monitor, rung_view, webhooks
-from tracker.services.cohort import ExperimentCohort
+from tracker.services import _point_store, cohort_view, decisions, rung_view
 from tracker.services.convert import decision_public, judged_step
+from tracker.services.judging import NewPoints, judge
 from tracker.services.keys import KeyCache
 from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import announce
 
-# A batch's points per series, (key, rank) -> step -> (value, wall_time); and those of them not stored
-# before, keyed by key id: (key_id, rank) -> step -> (value, wall_time).
 _log = logging.getLogger("plateau.tracker")
 
-Gathered = dict[tuple[str, int], dict[int, tuple[float, float]]]
-Fresh = dict[tuple[int, int], dict[int, tuple[float, float]]]
+BatchPoints = dict[tuple[str, int], dict[int, tuple[float, float]]]
+"""A batch's points per series, as sent: (key, rank) -> step -> (value, wall time)."""
 
 
 @dataclass(frozen=True)
@@ -68,17 +54,8 @@ def ingest(
             unloaded=_UNUSED_BY_INGEST,
             also=() if db.is_sqlite else _WITH_RUNG_LOCK,
         )
-        seen = session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first()
-        if seen is not None:
-            replayed = IngestResult(
-                accepted=0,
-                duplicates=batch.size(),
-                replayed=True,
-                decision=decisions.latest(session, run),
-                judged_step=judged_step(run),
-                decisions=decisions.at_steps(session, run_id, *_step_range(batch)),
-            )
-            return Ingested(replayed, 0)
+        if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
+            return Ingested(_replayed(session, run, batch), 0)
         gathered = _gather(batch, now)
         key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
         fresh = _store_new_points(session, run_id, key_ids, gathered)
@@ -86,46 +63,68 @@ def ingest(
         accepted = sum(len(points) for points in fresh.values())
         policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
         stopped_before = run.stop_step
-        unviewed: list[tuple[int, int]] = []
-        deliveries, made, late = _judge(session, run, policy, key_ids, fresh, now, unviewed)
+        judged = judge(session, run, policy, key_ids, fresh, now)
         if run.status != "running" and (accepted or run.stop_step != stopped_before):
             # Points or a stop after the run finished change what its cohort compares with.
             cohort_view.refresh(session, run)
-        moment = datetime.fromtimestamp(now, timezone.utc)
-        session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
         duplicates = batch.size() - accepted
-        session.execute(
-            _RECORD,
-            {
-                "run_id": run_id,
-                "batch_id": batch.batch_id,
-                "accepted": accepted,
-                "duplicates": duplicates,
-                "created_at": moment,
-            },
-        )
+        _note_batch(session, run_id, batch.batch_id, accepted, duplicates, now)
         session.flush()  # the rules' changes to the run, their states and decisions, if any
         if accepted:
-            announce(session, run_id, deliveries=deliveries > 0)  # other replicas' long-polls, at commit
+            announce(
+                session, run_id, deliveries=judged.deliveries > 0
+            )  # other replicas' long-polls, at commit
         result = IngestResult(
             accepted=accepted,
             duplicates=duplicates,
             decision=decisions.latest(session, run),
             judged_step=judged_step(run),
-            decisions=[decision_public(row) for row in made],
-            late_points=late,
+            decisions=[decision_public(row) for row in judged.decisions],
+            late_points=judged.late_points,
         )
     keys.remember(created_keys)
-    for key_id, rung_step in unviewed:
-        # After the commit, in its own transaction: a build must not wait for batches while holding this
-        # run's lock (tracker/services/rung_view.py). The answer stands whether or not it succeeds.
+    _build_rung_views(db, run.experiment_id, judged.unviewed_rungs)
+    return Ingested(result, judged.deliveries)
+
+
+def _replayed(session: Session, run: models.Run, batch: MetricBatch) -> IngestResult:
+    """The answer to a batch applied before (a retry): nothing stored, the run's decisions as they are."""
+    return IngestResult(
+        accepted=0,
+        duplicates=batch.size(),
+        replayed=True,
+        decision=decisions.latest(session, run),
+        judged_step=judged_step(run),
+        decisions=decisions.at_steps(session, run.id, *_step_range(batch)),
+    )
+
+
+def _note_batch(
+    session: Session, run_id: int, batch_id: str, accepted: int, duplicates: int, now: float
+) -> None:
+    """The run's heartbeat, and the batch id recorded so that a retry of it is applied at most once."""
+    moment = datetime.fromtimestamp(now, timezone.utc)
+    session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
+    session.execute(
+        _RECORD,
+        {
+            "run_id": run_id,
+            "batch_id": batch_id,
+            "accepted": accepted,
+            "duplicates": duplicates,
+            "created_at": moment,
+        },
+    )
+
+
+def _build_rung_views(db: Database, experiment_id: int, rungs: list[tuple[int, int]]) -> None:
+    """After the commit, in its own transaction: a build must not wait for batches while holding the run's
+    lock (tracker/services/rung_view.py). The answer stands whether or not it succeeds."""
+    for key_id, rung_step in rungs:
         try:
-            rung_view.build(db, run.experiment_id, key_id, rung_step)
+            rung_view.build(db, experiment_id, key_id, rung_step)
         except Exception:
-            _log.exception(
-                "building the view of rung %s of experiment %s failed", rung_step, run.experiment_id
-            )
-    return Ingested(result, deliveries)
+            _log.exception("building the view of rung %s of experiment %s failed", rung_step, experiment_id)
 
 
 # Ingest reads and writes the run's progress, never its config, tags or summary: left unloaded, their JSON
@@ -154,10 +153,10 @@ def _step_range(batch: MetricBatch) -> tuple[int, int]:
     return (min(steps), max(steps)) if steps else (0, -1)
 
 
-def _gather(batch: MetricBatch, now: float) -> Gathered:
+def _gather(batch: MetricBatch, now: float) -> BatchPoints:
     """The batch's points per (key, rank) series, in both wire forms; within the batch the first value
     of a step wins, and a point without a wall time takes the server's clock."""
-    series: Gathered = {}
+    series: BatchPoints = {}
     for point in batch.points or ():
         wall_time = now if point.wall_time is None else point.wall_time
         series.setdefault((point.key, point.rank), {}).setdefault(point.step, (point.value, wall_time))
@@ -177,313 +176,15 @@ def _gather(batch: MetricBatch, now: float) -> Gathered:
     return series
 
 
-def _store_new_points(session: Session, run_id: int, key_ids: dict[str, int], gathered: Gathered) -> Fresh:
+def _store_new_points(
+    session: Session, run_id: int, key_ids: dict[str, int], gathered: BatchPoints
+) -> NewPoints:
     """Store the gathered points not stored yet (against the store the first value wins) and return them,
     keyed by key id. The stored steps are dropped from ``gathered``'s own dicts rather than copied."""
-    series: Fresh = {(key_ids[key], rank): points for (key, rank), points in gathered.items()}
+    series: NewPoints = {(key_ids[key], rank): points for (key, rank), points in gathered.items()}
     _point_store.store(session, run_id, series)
     return {pair: points for pair, points in series.items() if points}
 
 
 def _parse(run: models.Run) -> PolicySpec:
     return PolicySpec.model_validate(run.policy)
-
-
-def _judge(
-    session: Session,
-    run: models.Run,
-    policy: PolicySpec | None,
-    key_ids: dict[str, int],
-    fresh: Fresh,
-    now: float,
-    unviewed: list[tuple[int, int]],
-) -> tuple[int, list[models.Decision], int]:
-    """Advance the policy over the new points and record its decisions; returns the webhook deliveries
-    queued for them, the decisions, and how many monitored points arrived late. ``unviewed`` receives the
-    ``(key id, rung step)`` of rungs judged without a view, to build once the batch has committed.
-
-    Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
-    0's value, or the reduction over ranks once the step is complete or timed out). Monitored points at
-    steps already judged (late) are judged by the rules that judge a point on its own, and said to be late.
-    """
-    if policy is None:
-        if fresh:
-            run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
-        return 0, [], 0
-    health = _health_observations(policy, key_ids, fresh)
-    monitor_id = key_ids.get(policy.monitor)
-    ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
-    late = _late_observations(run, policy, monitor_id, fresh) if monitor_id is not None else []
-    verdicts: list[Verdict] = []
-    if run.judged_step < 0 and monitor_id is None:
-        verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
-    if not health and not ready and not verdicts and not late:
-        # Nothing for the rules in this batch (training metrics only): leave their state unread.
-        return 0, [], 0
-    state_rows = list(
-        session.execute(
-            select(models.RuleState)
-            .where(models.RuleState.run_id == run.id)
-            .order_by(models.RuleState.rule_index)
-        ).scalars()
-    )
-    states = [row.state for row in state_rows] if state_rows else initial_states(policy)
-    if health:
-        states, found = evaluate_health(policy, states, health)
-        verdicts += found
-    if late:
-        verdicts += _judge_late(session, run, policy, states, late)
-    newest = ready[-1].step if ready else None
-    if ready and run.stop_step is None:
-        assert monitor_id is not None
-        extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [r.step for r in ready])
-        observations = [Observation(r.step, r.value, r.wall_time, extras[r.step]) for r in ready]
-        cohort = ExperimentCohort(session, run, monitor_id)
-        evaluation = evaluate(
-            policy, states, observations, Context(planned_steps=run.planned_steps, cohort=cohort)
-        )
-        unviewed += [(monitor_id, rung_step) for rung_step in sorted(cohort.missing_rungs)]
-        states = evaluation.states
-        notes = {r.step: r for r in ready}
-        reduced = policy.reduce != "rank0"
-        verdicts += [
-            _annotated(v, notes.get(v.step) if reduced else None, run.world_size) for v in evaluation.verdicts
-        ]
-        if evaluation.stop_step is not None:
-            run.stop_step = evaluation.stop_step
-            run.stop_rule = next(v.rule for v in evaluation.verdicts if v.action == "stop")
-    if newest is not None:
-        # Once stopped, later steps are judged "stop" without running the rules again.
-        run.judged_step = max(run.judged_step, newest)
-    if health or ready:
-        _save_states(session, run.id, policy, state_rows, states, run.judged_step)
-    created = datetime.fromtimestamp(now, timezone.utc)
-    deliveries = 0
-    made = []
-    for verdict in sorted(verdicts, key=lambda v: v.step):
-        run.decision_seq += 1
-        decision = models.Decision(
-            run_id=run.id,
-            seq=run.decision_seq,
-            step=verdict.step,
-            action=verdict.action,
-            rule=verdict.rule,
-            reason=verdict.reason,
-            evidence=json_safe(verdict.evidence),
-            best_step=verdict.best_step,
-            best_value=verdict.best_value,
-            created_at=created,
-        )
-        session.add(decision)
-        made.append(decision)
-        for event in webhooks.events_of(decision):
-            deliveries += webhooks.enqueue(session, run, event, decision)
-    return deliveries, made, len(late)
-
-
-def _late_observations(
-    run: models.Run, policy: PolicySpec, monitor_id: int, fresh: Fresh
-) -> list[Observation]:
-    """This batch's new monitored points at steps the policy has already judged, while the run runs: rank
-    0's under ``rank0``; under a reduction, the non-finite values of any rank (a NaN makes every
-    reduction NaN; one rank's finite value is not the reduced one)."""
-    if run.stop_step is not None or run.judged_step < 0:
-        return []
-    ranks = [0] if policy.reduce == "rank0" else [rank for key_id, rank in fresh if key_id == monitor_id]
-    late = []
-    for rank in ranks:
-        points = fresh.get((monitor_id, rank), {})
-        if not points or min(points) > run.judged_step:  # in order, the common case: one C-level pass
-            continue
-        for step, (value, wall_time) in points.items():
-            if step <= run.judged_step and (policy.reduce == "rank0" or not math.isfinite(value)):
-                late.append(Observation(step, value, wall_time))
-    return late
-
-
-def _judge_late(
-    session: Session, run: models.Run, policy: PolicySpec, states: list[Any], late: list[Observation]
-) -> list[Verdict]:
-    """The stop the late points earn, if any; else, the first time a run has late points, an alert that
-    says which rules did not see them (later ones are counted in each answer's ``late_points``)."""
-    stop = evaluate_late(policy, states, late, judged_step=run.judged_step)
-    if stop is not None:
-        run.stop_step, run.stop_rule = stop.step, stop.rule
-        return [stop]
-    said = session.execute(
-        select(models.Decision.seq)
-        .where(models.Decision.run_id == run.id, models.Decision.rule == "late")
-        .limit(1)
-    ).first()
-    if said is not None:
-        return []
-    steps = sorted(obs.step for obs in late)
-    judges = [rule.name for rule in policy.build() if rule.judges_late]
-    return [
-        Verdict(
-            action="alert",
-            rule="late",
-            step=steps[-1],
-            reason=(
-                f"{policy.monitor} at step{'s' if len(steps) > 1 else ''} {steps[0]}"
-                + (f"-{steps[-1]}" if len(steps) > 1 else "")
-                + f" arrived after step {run.judged_step} had been judged: judged by "
-                + (", ".join(judges) if judges else "no rule")
-                + " (the rules that judge a point on its own); the others judge each step in order and "
-                "do not see them. Later late points are counted in each answer's late_points."
-            ),
-            evidence={
-                "late_steps": len(steps),
-                "first": steps[0],
-                "last": steps[-1],
-                "judged_step": run.judged_step,
-            },
-        )
-    ]
-
-
-def _health_observations(
-    policy: PolicySpec, key_ids: dict[str, int], fresh: Fresh
-) -> dict[str, list[Observation]]:
-    wanted = {key_ids[k]: k for k in policy.health_keys() if k in key_ids}
-    found: dict[str, list[Observation]] = {}
-    for (key_id, rank), points in fresh.items():
-        if key_id in wanted:
-            found.setdefault(wanted[key_id], []).extend(
-                Observation(step, value, wall_time, {}, rank) for step, (value, wall_time) in points.items()
-            )
-    return found
-
-
-@dataclass(frozen=True)
-class _Ready:
-    """A step of the monitored metric ready to be judged, with how its value was formed."""
-
-    step: int
-    value: float
-    wall_time: float
-    ranks: int
-    timed_out: bool
-
-
-def _reduce(values: list[float], op: str) -> float:
-    if any(math.isnan(v) for v in values):
-        return math.nan
-    if op == "mean":
-        return math.fsum(values) / len(values)
-    return min(values) if op == "min" else max(values)
-
-
-def _ready_steps(
-    session: Session,
-    run: models.Run,
-    policy: PolicySpec,
-    monitor_id: int,
-    fresh: Fresh,
-    now: float,
-) -> list[_Ready]:
-    """The monitored metric's steps after ``judged_step`` that can be judged now, in order."""
-    if policy.reduce == "rank0":
-        return sorted(
-            (
-                _Ready(step, value, wall_time, 1, False)
-                for step, (value, wall_time) in fresh.get((monitor_id, 0), {}).items()
-                if step > run.judged_step
-            ),
-            key=lambda r: r.step,
-        )
-    if not any(key_id == monitor_id for key_id, _ in fresh):
-        return []
-    by_step: dict[int, list[tuple[float, float]]] = {}
-    for stored in _point_store.read_ranks(session, run.id, monitor_id, first=run.judged_step + 1).values():
-        for step, value, wall_time in zip(
-            stored.steps.tolist(), stored.values.tolist(), stored.wall_times.tolist(), strict=True
-        ):
-            by_step.setdefault(step, []).append((value, wall_time))
-    ready = []
-    for step in sorted(by_step):
-        points = by_step[step]
-        first = min(wall for _, wall in points)
-        complete = len(points) >= run.world_size
-        timed_out = not complete and now - first >= policy.reduce_timeout_s
-        if not (complete or timed_out):
-            break  # steps are judged in order: wait for this one
-        values = [value for value, _ in points]
-        ready.append(
-            _Ready(step, _reduce(values, policy.reduce), max(w for _, w in points), len(points), timed_out)
-        )
-    return ready
-
-
-def _annotated(verdict: Verdict, ready: _Ready | None, world_size: int) -> Verdict:
-    """Say in the decision how a reduced value was formed, and when it was judged without every rank."""
-    if ready is None:
-        return verdict
-    evidence = {
-        **verdict.evidence,
-        "ranks_reported": ready.ranks,
-        "world_size": world_size,
-        "timed_out": ready.timed_out,
-    }
-    reason = verdict.reason
-    if ready.timed_out:
-        reason += f" (judged on {ready.ranks} of {world_size} ranks after the reduce timeout)"
-    return replace(verdict, evidence=evidence, reason=reason)
-
-
-def _extras(
-    session: Session,
-    run_id: int,
-    key_ids: dict[str, int],
-    fresh: Fresh,
-    keys: set[str],
-    steps: list[int],
-) -> dict[int, dict[str, float]]:
-    """For each judged step, the rank-0 values of ``keys`` at that step: from this batch, else the latest
-    stored value at or before the step (a key logged less often than the monitored one)."""
-    extras: dict[int, dict[str, float]] = {step: {} for step in steps}
-    if not keys:
-        return extras
-    by_key = {key_ids[k]: k for k in keys if k in key_ids}
-    for key_id, key in by_key.items():
-        points = fresh.get((key_id, 0), {})
-        for step in steps:
-            if step in points:
-                extras[step][key] = points[step][0]
-    for key in keys:
-        missing = [step for step in steps if key not in extras[step]]
-        if not missing:
-            continue
-        stored_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
-        if stored_id is None:
-            continue
-        stored = _point_store.newest(
-            session, run_id, stored_id, 0, len(missing) + 1, at_or_before=max(missing)
-        )
-        known = list(zip(stored.steps.tolist(), stored.values.tolist(), strict=True))
-        for step in missing:
-            earlier = [value for s, value in known if s <= step]
-            if earlier:
-                extras[step][key] = earlier[-1]
-    return extras
-
-
-def _save_states(
-    session: Session,
-    run_id: int,
-    policy: PolicySpec,
-    rows: list[models.RuleState],
-    states: list[dict[str, Any]],
-    last_step: int,
-) -> None:
-    if rows:
-        for row, state in zip(rows, states, strict=True):
-            row.state = json_safe(state)
-            row.last_step = last_step
-        return
-    for index, (params, state) in enumerate(zip(policy.rules, states, strict=True)):
-        session.add(
-            models.RuleState(
-                run_id=run_id, rule_index=index, rule=params.rule, state=json_safe(state), last_step=last_step
-            )
-        )
