@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, suppress
@@ -83,7 +84,9 @@ class Run:
         self.monitor = monitor
         self.rank = rank
         self.exit_timeout = exit_timeout
-        self.info: dict[str, Any] = {}
+        self.created: dict[str, Any] = {}
+        """The run as the tracker created or joined it (its id, name, status, policy...); empty until the
+        tracker has answered."""
         self._verdicts = Verdicts(transport, rank=rank, decision_timeout=decision_timeout)
         self._checkpoint_taken = 0
         self._agreement: Agreement | None = None
@@ -154,6 +157,12 @@ class Run:
         return self._sender.run_id
 
     @property
+    def info(self) -> dict[str, Any]:
+        """Deprecated name of :attr:`created`."""
+        warnings.warn("Run.info is deprecated: use Run.created", DeprecationWarning, stacklevel=2)
+        return self.created
+
+    @property
     def decision_timeout(self) -> float:
         """How long ``should_stop()``/``should_checkpoint()`` wait at most for a verdict, in seconds."""
         return self._verdicts.decision_timeout
@@ -163,7 +172,7 @@ class Run:
         self._verdicts.decision_timeout = seconds
 
     def _on_created(self, created: dict[str, Any]) -> None:
-        self.info = created
+        self.created = created
         self._verdicts.on_created(created)
 
     # --- the training loop's calls ------------------------------------------------------------------

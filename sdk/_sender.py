@@ -218,12 +218,12 @@ class Sender:
             self._wake.wait(self._flush_interval)
             self._wake.clear()
             try:
-                self._cycle()
+                self._one_round()
             except Exception:  # a bug here must not kill the thread and silently stop sending
                 logger.exception("plateau: unexpected error in the sender thread")
                 self._abandon.wait(1.0)
 
-    def _cycle(self) -> None:
+    def _one_round(self) -> None:
         refused = self.create_error is not None  # refused is final: asking again only repeats the error
         if not refused and (self.run_id is None or not self.link.online) and self.link.probe_due():
             self._reconnect()

@@ -59,6 +59,10 @@ def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) ->
     assert Counting.sent >= 1
     with pytest.warns(DeprecationWarning, match="experiment=, name="):
         old = sdk.init("surface", "positional", "named", url=tracker.url, spool_dir=tmp_path)
+    assert old.created["id"] == old.id
+    assert old.created["name"] == "named"
+    with pytest.warns(DeprecationWarning, match="Run.created"):
+        assert old.info is old.created
     old.finish()
     body = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": "positional"}).json()["data"]
     assert [r["name"] for r in body] == ["named"]

@@ -311,16 +311,16 @@ def combine(stored: Summary, new: Summary) -> Summary:
 
 # --- reading ----------------------------------------------------------------------------------------
 
-_mb = models.MetricBlock
-_DATA = (_mb.step_data, _mb.value_data, _mb.wall_data)
+_block = models.MetricBlock
+_DATA = (_block.step_data, _block.value_data, _block.wall_data)
 
 
 def _block_range(first: int | None, last: int | None) -> list[Any]:
     conditions = []
     if first is not None:
-        conditions.append(_mb.block >= first // BLOCK_STEPS)
+        conditions.append(_block.block >= first // BLOCK_STEPS)
     if last is not None:
-        conditions.append(_mb.block <= last // BLOCK_STEPS)
+        conditions.append(_block.block <= last // BLOCK_STEPS)
     return conditions
 
 
@@ -350,8 +350,10 @@ def read_series(
     """The series' points with ``first <= step <= last`` (open ends when None), in step order."""
     rows = session.execute(
         select(*_DATA)
-        .where(_mb.run_id == run_id, _mb.key_id == key_id, _mb.rank == rank, *_block_range(first, last))
-        .order_by(_mb.block)
+        .where(
+            _block.run_id == run_id, _block.key_id == key_id, _block.rank == rank, *_block_range(first, last)
+        )
+        .order_by(_block.block)
     ).all()
     return unpack(rows).between(first, last)
 
@@ -361,9 +363,9 @@ def read_ranks(
 ) -> dict[int, Points]:
     """Per rank, the key's points with ``first <= step <= last``, in step order."""
     rows = session.execute(
-        select(_mb.rank, *_DATA)
-        .where(_mb.run_id == run_id, _mb.key_id == key_id, *_block_range(first, last))
-        .order_by(_mb.rank, _mb.block)
+        select(_block.rank, *_DATA)
+        .where(_block.run_id == run_id, _block.key_id == key_id, *_block_range(first, last))
+        .order_by(_block.rank, _block.block)
     ).all()
     by_rank: dict[int, list[Any]] = {}
     for row in rows:
@@ -377,12 +379,15 @@ def newest(
     """The series' newest ``count`` points (at or before step ``at_or_before`` when given), in step order:
     the newest blocks are read until they hold enough."""
     query = select(*_DATA).where(
-        _mb.run_id == run_id, _mb.key_id == key_id, _mb.rank == rank, *_block_range(None, at_or_before)
+        _block.run_id == run_id,
+        _block.key_id == key_id,
+        _block.rank == rank,
+        *_block_range(None, at_or_before),
     )
     # Dense series fill a block per BLOCK_STEPS points; a sparse one may need a block per point.
     limit = count // BLOCK_STEPS + 2
     while True:
-        rows = session.execute(query.order_by(_mb.block.desc()).limit(limit)).all()
+        rows = session.execute(query.order_by(_block.block.desc()).limit(limit)).all()
         points = unpack(rows[::-1]).between(None, at_or_before)
         if len(points) >= count or len(rows) < limit:
             return points.tail(count)
@@ -391,9 +396,13 @@ def newest(
 
 def last_steps(session: Session, run_id: int, *, rank: int | None = None) -> dict[int, int]:
     """Each key's last step in the run (on ``rank`` when given, else on any rank)."""
-    query = select(_mb.key_id, func.max(_mb.last_step)).where(_mb.run_id == run_id).group_by(_mb.key_id)
+    query = (
+        select(_block.key_id, func.max(_block.last_step))
+        .where(_block.run_id == run_id)
+        .group_by(_block.key_id)
+    )
     if rank is not None:
-        query = query.where(_mb.rank == rank)
+        query = query.where(_block.rank == rank)
     return {key_id: last for key_id, last in session.execute(query)}
 
 
@@ -402,6 +411,6 @@ def series_of(session: Session, run_id: int) -> list[tuple[int, int]]:
     return [
         (key_id, rank)
         for key_id, rank in session.execute(
-            select(_mb.key_id, _mb.rank).where(_mb.run_id == run_id).distinct()
+            select(_block.key_id, _block.rank).where(_block.run_id == run_id).distinct()
         )
     ]

@@ -23,7 +23,7 @@ from tracker.policy import PRUNING_RULES
 from tracker.services._point_store import unpack
 from tracker.services._upsert import insert_ignore
 
-_mb, _run = models.MetricBlock, models.Run
+_block, _run = models.MetricBlock, models.Run
 
 
 def is_member(run: models.Run) -> bool:
@@ -51,10 +51,10 @@ def ensure(session: Session, experiment_id: int, key_id: int) -> None:
     if created is None:
         return  # built by another transaction while this one waited for the lock
     blocks = session.execute(
-        select(_run.id, _run.stop_step, _mb.step_data, _mb.value_data, _mb.wall_data)
-        .join(_mb, and_(_mb.run_id == _run.id, _mb.key_id == key_id, _mb.rank == 0))
+        select(_run.id, _run.stop_step, _block.step_data, _block.value_data, _block.wall_data)
+        .join(_block, and_(_block.run_id == _run.id, _block.key_id == key_id, _block.rank == 0))
         .where(_run.experiment_id == experiment_id, *finished_condition())
-        .order_by(_run.id, _mb.block)
+        .order_by(_run.id, _block.block)
     ).all()
     by_run: dict[int, tuple[int | None, list[Sequence[bytes]]]] = {}
     for run_id, stop_step, *data in blocks:
@@ -78,9 +78,9 @@ def refresh(session: Session, run: models.Run) -> None:
     if not is_member(run):
         return
     blocks = session.execute(
-        select(_mb.key_id, _mb.step_data, _mb.value_data, _mb.wall_data)
-        .where(_mb.run_id == run.id, _mb.key_id.in_(key_ids), _mb.rank == 0)
-        .order_by(_mb.key_id, _mb.block)
+        select(_block.key_id, _block.step_data, _block.value_data, _block.wall_data)
+        .where(_block.run_id == run.id, _block.key_id.in_(key_ids), _block.rank == 0)
+        .order_by(_block.key_id, _block.block)
     ).all()
     by_key: dict[int, list[Sequence[bytes]]] = {}
     for key_id, *data in blocks:

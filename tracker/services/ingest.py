@@ -135,12 +135,12 @@ _WITH_RUNG_LOCK = (rung_view.SHARED_LOCK,)
 
 # The statements of every batch, built once and in Core: building a statement cost more than running it,
 # and the ORM's unit of work (a heartbeat set on the run object, flushed) several times more.
-_ib = models.Base.metadata.tables[models.IngestBatch.__tablename__]
+_batches = models.Base.metadata.tables[models.IngestBatch.__tablename__]
 _run = models.Base.metadata.tables[models.Run.__tablename__]
-_SEEN = select(_ib.c.run_id).where(
-    _ib.c.run_id == bindparam("run_id"), _ib.c.batch_id == bindparam("batch_id")
+_SEEN = select(_batches.c.run_id).where(
+    _batches.c.run_id == bindparam("run_id"), _batches.c.batch_id == bindparam("batch_id")
 )
-_RECORD = insert(_ib)
+_RECORD = insert(_batches)
 _HEARTBEAT = update(_run).where(_run.c.id == bindparam("run_id")).values(last_heartbeat=bindparam("moment"))
 
 

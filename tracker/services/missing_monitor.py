@@ -11,7 +11,7 @@ from tracker.db import models
 from tracker.policy import Verdict
 from tracker.policy._missing_monitor import RULE, STEPS_BEFORE_ALERT, is_like_monitor, missing_monitor_alert
 
-_mb = models.MetricBlock
+_block = models.MetricBlock
 
 
 def check(
@@ -29,9 +29,9 @@ def check(
     counts = {
         key_id: int(steps)
         for key_id, steps in session.execute(
-            select(_mb.key_id, func.sum(_mb.points))
-            .where(_mb.run_id == run.id, _mb.rank == 0, _mb.key_id.in_(like))
-            .group_by(_mb.key_id)
+            select(_block.key_id, func.sum(_block.points))
+            .where(_block.run_id == run.id, _block.rank == 0, _block.key_id.in_(like))
+            .group_by(_block.key_id)
         )
     }
     key_id, steps = max(counts.items(), key=lambda item: (item[1], -item[0]), default=(0, 0))
@@ -39,8 +39,8 @@ def check(
         return []
     logged = session.execute(
         select(models.MetricKey.name)
-        .join(_mb, _mb.key_id == models.MetricKey.id)
-        .where(_mb.run_id == run.id)
+        .join(_block, _block.key_id == models.MetricKey.id)
+        .where(_block.run_id == run.id)
         .distinct()
     ).scalars()
     step = max(max(points) for points in fresh.values())
@@ -50,8 +50,9 @@ def check(
 def _has_monitor_or_alert(session: Session, run_id: int, monitor: str) -> bool:
     """Whether the monitor has points on any rank (a reduced metric judged later), or the alert was given."""
     monitored = exists().where(
-        _mb.run_id == run_id,
-        _mb.key_id == select(models.MetricKey.id).where(models.MetricKey.name == monitor).scalar_subquery(),
+        _block.run_id == run_id,
+        _block.key_id
+        == select(models.MetricKey.id).where(models.MetricKey.name == monitor).scalar_subquery(),
     )
     alerted = exists().where(models.Decision.run_id == run_id, models.Decision.rule == RULE)
     return bool(session.execute(select(monitored | alerted)).scalar())

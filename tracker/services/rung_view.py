@@ -28,7 +28,7 @@ from tracker.services._upsert import insert_ignore
 # The advisory lock's first key, naming what the second (an experiment id) is locked for.
 _LOCK_SPACE = 0x706C7276
 
-_mb, _run, _view, _value = models.MetricBlock, models.Run, models.RungView, models.RungValue
+_block, _run, _view, _value = models.MetricBlock, models.Run, models.RungView, models.RungValue
 
 SHARED_LOCK = func.pg_advisory_xact_lock_shared(_LOCK_SPACE, _run.experiment_id)
 """Selected with a run (PostgreSQL only), it takes the run's experiment's lock shared until the commit."""
@@ -59,18 +59,18 @@ def scan(session: Session, experiment_id: int, key_id: int, step: int) -> list[t
     """``(run, step, value)`` of each run of the experiment at its first point at or after ``step`` on
     rank 0, read from the points: in each run's first block that reaches ``step`` (blocks hold consecutive
     step ranges, so that block holds the point). Values may be NaN or infinite."""
-    on_key = and_(_mb.run_id == _run.id, _mb.key_id == key_id, _mb.rank == 0)
+    on_key = and_(_block.run_id == _run.id, _block.key_id == key_id, _block.rank == 0)
     first_block = (
-        select(_mb.run_id, func.min(_mb.block).label("first"))
+        select(_block.run_id, func.min(_block.block).label("first"))
         .join(_run, on_key)
-        .where(_run.experiment_id == experiment_id, _mb.last_step >= step)
-        .group_by(_mb.run_id)
+        .where(_run.experiment_id == experiment_id, _block.last_step >= step)
+        .group_by(_block.run_id)
         .subquery()
     )
     rows = session.execute(
-        select(_mb.run_id, _mb.step_data, _mb.value_data)
-        .join(first_block, and_(_mb.run_id == first_block.c.run_id, _mb.block == first_block.c.first))
-        .where(_mb.key_id == key_id, _mb.rank == 0)
+        select(_block.run_id, _block.step_data, _block.value_data)
+        .join(first_block, and_(_block.run_id == first_block.c.run_id, _block.block == first_block.c.first))
+        .where(_block.key_id == key_id, _block.rank == 0)
     )
     found = []
     for run_id, step_data, value_data in rows:
