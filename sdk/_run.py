@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
-import sys
 import threading
 import time
 import warnings
-import weakref
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, suppress
 from types import TracebackType
 from typing import Any
 
+from sdk import _live_runs
 from sdk._agree import Agreement, agreement
 from sdk._decision import Decision
 from sdk._link import recently_unreachable
@@ -26,36 +23,6 @@ from sdk._verdicts import Verdicts
 from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
-
-
-# Documented module state: the runs still open, so they can be flushed at interpreter exit and their
-# sender restarted in a forked child.
-_live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
-_hooks_installed = False
-_hooks_lock = threading.Lock()
-
-
-def _install_process_hooks() -> None:
-    global _hooks_installed
-    with _hooks_lock:
-        if _hooks_installed:
-            return
-        atexit.register(_finish_at_exit)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_restart_after_fork)
-        _hooks_installed = True
-
-
-def _finish_at_exit() -> None:
-    crashed = getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None) is not None
-    for run in list(_live_runs):
-        run.finish("failed" if crashed else None, timeout=run.exit_timeout)
-
-
-def _restart_after_fork() -> None:
-    for run in list(_live_runs):
-        run._transport.reset_after_fork()
-        run._sender.restart_after_fork()
 
 
 class Run:
@@ -112,7 +79,6 @@ class Run:
 
     def _start(self, wait: float) -> None:
         self._agreement = agreement()
-        _install_process_hooks()
         _live_runs.add(self)
         sender = self._sender
         if recently_unreachable(self._transport.url):
@@ -134,6 +100,12 @@ class Run:
                 self._transport.url,
                 wait,
             )
+
+    def restart_after_fork(self) -> None:
+        """In a forked child: a new connection pool and sender thread, without the parent's unsent
+        records (called by the fork hook)."""
+        self._transport.reset_after_fork()
+        self._sender.restart_after_fork()
 
     @property
     def spooled_points(self) -> int:

@@ -39,17 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.database = database
         app.state.authenticator = Authenticator(database)
         app.state.notifier.bind(asyncio.get_running_loop())
-        deliverer = Deliverer(
-            database,
-            DeliveryPolicy(
-                poll_s=settings.webhook_poll_s,
-                backoff_base_s=settings.webhook_backoff_base_s,
-                backoff_max_s=settings.webhook_backoff_max_s,
-                max_attempts=settings.webhook_max_attempts,
-                deadline_s=settings.webhook_deadline_s,
-                timeout_s=min(10.0, settings.webhook_deadline_s),
-            ),
-        )
+        deliverer = Deliverer(database, _delivery_policy(settings))
         app.state.deliverer = deliverer
         app.state.ingest_services = IngestServices(
             database, app.state.keys, app.state.notifier, deliverer, PolicyCache()
@@ -93,6 +83,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(router)
     _document_batch_schema(app)
     return app
+
+
+def _delivery_policy(settings: Settings) -> DeliveryPolicy:
+    """How webhooks are delivered, from the settings."""
+    return DeliveryPolicy(
+        poll_s=settings.webhook_poll_s,
+        backoff_base_s=settings.webhook_backoff_base_s,
+        backoff_max_s=settings.webhook_backoff_max_s,
+        max_attempts=settings.webhook_max_attempts,
+        deadline_s=settings.webhook_deadline_s,
+        timeout_s=min(10.0, settings.webhook_deadline_s),
+    )
 
 
 def _document_batch_schema(app: FastAPI) -> None:

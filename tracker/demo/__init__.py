@@ -5,8 +5,12 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracker.config import Settings
+
+if TYPE_CHECKING:  # torch is an extra: imported by run_demo only once it is known to be there
+    from tracker.demo._train import Outcome
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
@@ -35,6 +39,24 @@ def _relative(path: Path) -> str:
         return str(path.absolute().relative_to(Path.cwd()))
     except ValueError:
         return str(path.absolute())
+
+
+def _outcome_table(outcomes: list[Outcome]) -> str:
+    """One row per trained model: how long it ran, its best epoch, and why it stopped."""
+    rows = [
+        [
+            f"{o.name} (#{o.run_id})",
+            f"{o.epochs_run}/{o.budget}",
+            "-" if o.best_epoch is None else str(o.best_epoch),
+            "-" if o.best_val_loss is None else f"{o.best_val_loss:.4f}",
+            "-" if o.best_val_acc is None else f"{o.best_val_acc:.4f}",
+            f"{o.test_acc:.4f}" + (" (restored best)" if o.restored else ""),
+            o.reason,
+        ]
+        for o in outcomes
+    ]
+    headers = ["run", "epochs", "best epoch", "best val loss", "val acc", "test acc", "why it stopped"]
+    return _table(rows, headers)
 
 
 def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, patience: int = 5) -> int:
@@ -76,21 +98,8 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
                 flush=True,
             )
             outcomes.append(outcome)
-    rows = [
-        [
-            f"{o.name} (#{o.run_id})",
-            f"{o.epochs_run}/{o.budget}",
-            "-" if o.best_epoch is None else str(o.best_epoch),
-            "-" if o.best_val_loss is None else f"{o.best_val_loss:.4f}",
-            "-" if o.best_val_acc is None else f"{o.best_val_acc:.4f}",
-            f"{o.test_acc:.4f}" + (" (restored best)" if o.restored else ""),
-            o.reason,
-        ]
-        for o in outcomes
-    ]
-    headers = ["run", "epochs", "best epoch", "best val loss", "val acc", "test acc", "why it stopped"]
     print()
-    print(_table(rows, headers))
+    print(_outcome_table(outcomes))
     saved = sum(o.budget - o.epochs_run for o in outcomes)
     total = sum(o.budget for o in outcomes)
     print(f"\nepochs saved by early stopping: {saved} of {total} ({100 * saved / total:.0f}%)")

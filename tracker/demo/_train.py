@@ -103,6 +103,29 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float,
     return loss, accuracy
 
 
+def _train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    split: Split,
+    batch_size: int,
+    run: sdk.Run,
+    generator: torch.Generator,
+) -> float:
+    """One epoch over the training split in a shuffled order, each step timed; returns the mean loss."""
+    model.train()
+    order = torch.randperm(len(split.x_train), generator=generator)
+    total = 0.0
+    for start in range(0, len(order), batch_size):
+        batch = order[start : start + batch_size]
+        with run.step_timer():
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(split.x_train[batch]), split.y_train[batch])
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+        total += loss.item() * len(batch)
+    return total / len(order)
+
+
 def train_one(
     trial: Trial, split: Split, *, url: str, budget: int, seed: int, checkpoint_dir: Path, patience: int
 ) -> Outcome:
@@ -132,20 +155,10 @@ def train_one(
     stop = None
     generator = torch.Generator().manual_seed(seed)
     for epoch in range(budget):
-        model.train()
-        order = torch.randperm(len(split.x_train), generator=generator)
-        total = 0.0
-        for start in range(0, len(order), trial.batch_size):
-            batch = order[start : start + trial.batch_size]
-            with run.step_timer():
-                optimizer.zero_grad()
-                loss = nn.functional.cross_entropy(model(split.x_train[batch]), split.y_train[batch])
-                loss.backward()  # type: ignore[no-untyped-call]
-                optimizer.step()
-            total += loss.item() * len(batch)
+        train_loss = _train_epoch(model, optimizer, split, trial.batch_size, run, generator)
         val_loss, val_acc = evaluate(model, split.x_val, split.y_val)
         epochs_run = epoch + 1
-        run.log({"train/loss": total / len(order), "val/loss": val_loss, "val/acc": val_acc}, step=epoch)
+        run.log({"train/loss": train_loss, "val/loss": val_loss, "val/acc": val_acc}, step=epoch)
         if run.should_checkpoint():  # the README's loop: answers for this epoch
             torch.save(model.state_dict(), checkpoint_path)
             saved_epoch, saved_scores = epoch, (val_loss, val_acc)

@@ -63,7 +63,25 @@ def replay_sources(
     return reports, stops
 
 
+def _curves_of(args: Any) -> list[Curve]:
+    """The curves the command names: its files, then the tracker's experiment."""
+    curves: list[Curve] = []
+    for path in args.curves or []:
+        curves += load_jsonl(Path(path), metric=args.metric, score=args.score or args.metric)
+    if args.experiment:
+        curves += load_tracker(
+            args.url,
+            token=args.token,
+            project=args.project,
+            experiment=args.experiment,
+            metric=args.metric,
+            score=args.score or args.metric,
+        )
+    return curves
+
+
 def run_replay(args: Any) -> int:
+    """``plateau replay``: print each source's figures (or JSON); returns the exit code."""
     policies: dict[Mode, PolicySpec] = {}
 
     def policy_for(mode: Mode) -> PolicySpec:
@@ -77,19 +95,8 @@ def run_replay(args: Any) -> int:
         print(f"plateau replay: bad policy {args.policy!r}: {exc}", file=sys.stderr)
         return 1
     started = time.perf_counter()
-    curves: list[Curve] = []
     try:
-        for path in args.curves or []:
-            curves += load_jsonl(Path(path), metric=args.metric, score=args.score or args.metric)
-        if args.experiment:
-            curves += load_tracker(
-                args.url,
-                token=args.token,
-                project=args.project,
-                experiment=args.experiment,
-                metric=args.metric,
-                score=args.score or args.metric,
-            )
+        curves = _curves_of(args)
     except (OSError, ValueError) as exc:
         print(f"plateau replay: {exc}", file=sys.stderr)
         return 1
