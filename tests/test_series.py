@@ -19,7 +19,7 @@ from tracker.db.models import BLOCK_STEPS
 from tracker.schemas.metrics import MetricBatch
 from tracker.schemas.runs import RunCreate
 from tracker.services import ingest, runs
-from tracker.services._point_store import summarise_block
+from tracker.services.block_format import summarise_block
 from tracker.services.keys import KeyCache
 from tracker.services.series import select_indexes
 

@@ -9,11 +9,8 @@ points a second the ORM's per-row work would cost more than the database's.
 
 from __future__ import annotations
 
-import sys
-from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,29 +19,21 @@ from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.models import BLOCK_STEPS
+from tracker.services.block_format import (
+    FLOAT_DTYPE,
+    STEP_DTYPE,
+    SUMMARY_COLUMNS,
+    Points,
+    Summary,
+    combine,
+    pack,
+    summarise_block,
+    unpack,
+)
 
 # The points of a batch, per series: (key_id, rank) -> step -> (value, wall_time).
 SeriesPoints = Mapping[tuple[int, int], dict[int, tuple[float, float]]]
 
-_LITTLE_ENDIAN = sys.byteorder == "little"
-_STEP_DTYPE = np.dtype("<i8")
-_FLOAT_DTYPE = np.dtype("<f8")
-
-# One block's summary, in the order of SUMMARY_COLUMNS; the min and max fields are None while the block
-# has no value but NaN.
-Summary = list[Any]
-
-SUMMARY_COLUMNS = (
-    "points",
-    "first_step",
-    "first_wall",
-    "min_value",
-    "min_step",
-    "min_wall",
-    "max_value",
-    "max_step",
-    "max_wall",
-)
 _BLOCK_COLUMNS = ("run_id", "key_id", "rank", "block", *SUMMARY_COLUMNS, "last_step")
 _DATA_COLUMNS = ("step_data", "value_data", "wall_data")
 _ALL_COLUMNS = (*_BLOCK_COLUMNS, *_DATA_COLUMNS)
@@ -76,71 +65,6 @@ _APPEND = {dialect: _upsert(dialect, append=True) for dialect in _MARKS}
 _REPLACE = {dialect: _upsert(dialect, append=False) for dialect in _MARKS}
 # How many series one read of stored blocks asks for (a primary-key range each).
 _SERIES_PER_READ = 100
-
-
-def _pack(typecode: str, numbers: Iterable[float]) -> bytes:
-    """Numbers as stored: little-endian int64 (``"q"``, steps) or float64 (``"d"``, values, wall times)."""
-    packed = array(typecode, numbers)
-    if not _LITTLE_ENDIAN:
-        packed.byteswap()
-    return packed.tobytes()
-
-
-def decode_steps(data: bytes) -> np.ndarray:
-    """A block's ``step_data`` as an int64 array."""
-    return np.frombuffer(data, _STEP_DTYPE)
-
-
-def decode_floats(data: bytes) -> np.ndarray:
-    """A block's ``value_data`` or ``wall_data`` as a float64 array."""
-    return np.frombuffer(data, _FLOAT_DTYPE)
-
-
-@dataclass(frozen=True)
-class Points:
-    """A series' points in step order, as three numpy arrays of the same length."""
-
-    steps: np.ndarray
-    values: np.ndarray
-    wall_times: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def between(self, first: int | None, last: int | None) -> Points:
-        """The points with ``first <= step <= last`` (an open end when None)."""
-        lo = 0 if first is None else int(np.searchsorted(self.steps, first, side="left"))
-        hi = len(self.steps) if last is None else int(np.searchsorted(self.steps, last, side="right"))
-        if lo == 0 and hi == len(self.steps):
-            return self
-        return Points(self.steps[lo:hi], self.values[lo:hi], self.wall_times[lo:hi])
-
-    def head(self, count: int) -> Points:
-        """The first ``count`` points."""
-        if count >= len(self.steps):
-            return self
-        return Points(self.steps[:count], self.values[:count], self.wall_times[:count])
-
-    def tail(self, count: int) -> Points:
-        """The last ``count`` points."""
-        if count >= len(self.steps):
-            return self
-        start = len(self.steps) - count
-        return Points(self.steps[start:], self.values[start:], self.wall_times[start:])
-
-
-EMPTY = Points(np.empty(0, _STEP_DTYPE), np.empty(0, _FLOAT_DTYPE), np.empty(0, _FLOAT_DTYPE))
-
-
-def unpack(rows: Sequence[Sequence[Any]]) -> Points:
-    """The points of block rows ``(step_data, value_data, wall_data)`` given in block order."""
-    if not rows:
-        return EMPTY
-    return Points(
-        decode_steps(b"".join(row[0] for row in rows)),
-        decode_floats(b"".join(row[1] for row in rows)),
-        decode_floats(b"".join(row[2] for row in rows)),
-    )
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -181,7 +105,7 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
             walls = [points[step][1] for step in steps]
             new = summarise_block(steps, values, walls)
             merged = new if summary is None else combine(summary[:9], new)
-            data = (_pack("q", steps), _pack("d", values), _pack("d", walls))
+            data = (pack("q", steps), pack("d", values), pack("d", walls))
             appended.append((run_id, key_id, rank, block, *merged, steps[-1], *data))
             continue
         between.append(((key_id, rank, block), steps, summary))
@@ -258,7 +182,7 @@ def _merged_block(
     ``summary`` (with its last step), with ``steps`` (sorted) of ``points`` merged in, in step order, as a
     whole row; the steps it holds already are deleted from ``points`` (the stored value wins). None when
     nothing is new."""
-    wanted = np.array(steps, _STEP_DTYPE)
+    wanted = np.array(steps, STEP_DTYPE)
     at = np.searchsorted(held.steps, wanted)
     stored = held.steps[np.minimum(at, len(held.steps) - 1)] == wanted
     if stored.any():
@@ -273,40 +197,11 @@ def _merged_block(
     merged = combine(summary[:9], summarise_block(steps, values, walls))
     # Both sides are in step order: insert the new points at their places, no sort needed.
     data = (
-        np.insert(held.steps, at, wanted).astype(_STEP_DTYPE).tobytes(),
-        np.insert(held.values, at, values).astype(_FLOAT_DTYPE).tobytes(),
-        np.insert(held.wall_times, at, walls).astype(_FLOAT_DTYPE).tobytes(),
+        np.insert(held.steps, at, wanted).astype(STEP_DTYPE).tobytes(),
+        np.insert(held.values, at, values).astype(FLOAT_DTYPE).tobytes(),
+        np.insert(held.wall_times, at, walls).astype(FLOAT_DTYPE).tobytes(),
     )
     return (*key, *merged, max(summary[9], steps[-1]), *data)
-
-
-def summarise_block(steps: Sequence[int], values: Sequence[float], walls: Sequence[float]) -> Summary:
-    """The summary of one block's points given in step order (see :data:`SUMMARY_COLUMNS`)."""
-    summary: Summary = [len(steps), steps[0], walls[0], None, None, None, None, None, None]
-    finite = [value for value in values if value == value]  # NaN left out
-    if finite:
-        # index() finds the first occurrence: in step order, a tie keeps the earlier step.
-        low, high = values.index(min(finite)), values.index(max(finite))
-        summary[3:] = (values[low], steps[low], walls[low], values[high], steps[high], walls[high])
-    return summary
-
-
-def combine(stored: Summary, new: Summary) -> Summary:
-    """Two summaries of disjoint points of one block as one: a NaN-only side (None) never wins, and a tie
-    goes to the earlier step, so the result does not depend on the order batches arrive in."""
-    out = list(stored)
-    out[0] = stored[0] + new[0]
-    if new[1] < stored[1]:
-        out[1], out[2] = new[1], new[2]
-    if new[3] is not None and (
-        stored[3] is None or new[3] < stored[3] or (new[3] == stored[3] and new[4] < stored[4])
-    ):
-        out[3:6] = new[3:6]
-    if new[6] is not None and (
-        stored[6] is None or new[6] > stored[6] or (new[6] == stored[6] and new[7] < stored[7])
-    ):
-        out[6:9] = new[6:9]
-    return out
 
 
 # --- reading ----------------------------------------------------------------------------------------

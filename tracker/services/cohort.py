@@ -13,7 +13,7 @@ from tracker.db import models
 from tracker.db.models import BLOCK_STEPS
 from tracker.policy import cut_of
 from tracker.services import cohort_view, rung_view
-from tracker.services._point_store import decode_floats, decode_steps
+from tracker.services.block_format import decode_floats, decode_steps
 
 
 class ExperimentCohort:

@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.policy import PRUNING_RULES
-from tracker.services._point_store import unpack
 from tracker.services._upsert import insert_ignore
+from tracker.services.block_format import unpack
 
 _block, _run = models.MetricBlock, models.Run
 

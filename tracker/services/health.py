@@ -12,7 +12,7 @@ from tracker.db.engine import Database
 from tracker.schemas.health import HealthPublic, RankHealth, StragglerVerdict
 from tracker.services import _point_store
 from tracker.services.convert import decision_public
-from tracker.services.decisions import get_run_row
+from tracker.services.run_rows import get_run_row
 
 HIST_PREFIX = "dist/staleness_hist/"
 STRAGGLER_BOUND = 0.75

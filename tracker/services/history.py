@@ -13,8 +13,8 @@ from tracker.db.engine import Database
 from tracker.db.models import BLOCK_STEPS
 from tracker.errors import NotFoundError
 from tracker.schemas.metrics import KeysPublic
-from tracker.services import _point_store
-from tracker.services.decisions import get_run_row
+from tracker.services import _point_store, block_format
+from tracker.services.run_rows import get_run_row
 
 
 def keys(db: Database, run_id: int) -> KeysPublic:
@@ -73,7 +73,7 @@ def page_binary(
 
 def _page(
     db: Database, run_id: int, key: str, *, rank: int, start_step: int, limit: int
-) -> tuple[_point_store.Points, int | None]:
+) -> tuple[block_format.Points, int | None]:
     """Up to ``limit`` points from ``start_step`` on, and the step of the point after them (None at the end).
 
     The packed blocks are read through the driver's own cursor until they hold the page and the step after
@@ -100,6 +100,6 @@ def _page(
                     break
                 blocks += fetched
                 held += sum(len(row[0]) for row in fetched) // 8
-    points = _point_store.unpack(blocks).between(start_step, None)
+    points = block_format.unpack(blocks).between(start_step, None)
     next_step = int(points.steps[limit]) if len(points) > limit else None
     return points.head(limit), next_step

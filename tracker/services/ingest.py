@@ -19,6 +19,7 @@ from tracker.services.convert import decision_public, judged_step
 from tracker.services.judging import NewPoints, judge
 from tracker.services.keys import KeyCache
 from tracker.services.policies import PolicyCache
+from tracker.services.run_rows import get_run_row
 from tracker.services.wakeups import announce
 
 _log = logging.getLogger("plateau.tracker")
@@ -47,7 +48,7 @@ def ingest(
     """
     now = time.time()
     with db.session(write=True) as session:
-        run = decisions.get_run_row(
+        run = get_run_row(
             session,
             run_id,
             lock=True,

@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.services._point_store import decode_floats, decode_steps
 from tracker.services._upsert import insert_ignore
+from tracker.services.block_format import decode_floats, decode_steps
 
 # The advisory lock's first key, naming what the second (an experiment id) is locked for.
 _LOCK_SPACE = 0x706C7276

@@ -16,6 +16,7 @@ from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
 from tracker.services import cohort_view, decisions, webhooks
 from tracker.services._upsert import insert_ignore
 from tracker.services.convert import run_public
+from tracker.services.run_rows import get_run_row
 from tracker.services.wakeups import announce
 
 
@@ -112,7 +113,7 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
 
 def get(db: Database, run_id: int) -> RunPublic:
     with db.session() as session:
-        return _public(session, decisions.get_run_row(session, run_id))
+        return _public(session, get_run_row(session, run_id))
 
 
 def list_runs(
@@ -163,7 +164,7 @@ def list_runs(
 def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
     """Mark the run ended with ``status``. Finishing twice keeps the first end time."""
     with db.session(write=True) as session:
-        run = decisions.get_run_row(session, run_id, lock=True)
+        run = get_run_row(session, run_id, lock=True)
         first_end = run.ended_at is None
         was_running = run.status == "running"
         run.status = request.status

@@ -22,8 +22,8 @@ from tracker.db import models
 from tracker.db.engine import Database
 from tracker.errors import NotFoundError
 from tracker.schemas.metrics import PointOut, SeriesPublic
-from tracker.services import _point_store
-from tracker.services.decisions import get_run_row
+from tracker.services import _point_store, block_format
+from tracker.services.run_rows import get_run_row
 
 
 def select_indexes(values: np.ndarray, limit: int) -> np.ndarray:
@@ -73,7 +73,7 @@ def series(db: Database, run_id: int, key: str, *, rank: int, limit: int) -> Ser
                 .where(*in_series, mb.block.in_((blocks[0][0], blocks[-1][0])))
                 .order_by(mb.block)
             ).all()
-            curve = _point_store.unpack(ends)
+            curve = block_format.unpack(ends)
             for index in (0, len(curve) - 1):  # the curve's first and last points always come back
                 picked[int(curve.steps[index])] = (
                     int(curve.steps[index]),

@@ -14,7 +14,7 @@ from tracker.schemas._common import as_utc, json_safe
 from tracker.schemas.summary import Convergence, RunSummaryPublic, SummaryUpdate, finite_or_none
 from tracker.services import _point_store
 from tracker.services.convert import readable
-from tracker.services.decisions import get_run_row
+from tracker.services.run_rows import get_run_row
 
 # Timestamps of the newest points inferred time per step is taken from: enough for a stable median,
 # bounded so a million-point run costs the same as a small one.
