@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import create_run
 from tracker.policy.presets import preset
-from tracker.replay._curves import load_jsonl
+from tracker.replay._curves import Curve, load_jsonl
 from tracker.replay._simulate import replay_curve, replay_sweep
 
 OPDA = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves" / "opda_curves.jsonl"
@@ -239,3 +239,26 @@ def test_replay_hands_the_files_series_to_the_rules(tmp_path: Path) -> None:
     assert stops["high-rate/b"] == n - 1  # a rate still above 30% of its peak: no stop
     assert report["sources"]["flat-rate"]["stopped_by"] == {"outlook": 1}
     assert 0.0 <= report["sources"]["flat-rate"]["mean_regret"] < 0.001
+
+
+def _sweep_curve(run_id: str, values: list[float]) -> Curve:
+    steps = list(range(1, len(values) + 1))
+    return Curve("sweep", run_id, steps, values, values, [float(s) for s in steps], planned_steps=len(values))
+
+
+def test_default_sweep_halves_from_the_first_evaluation_before_the_median_has_its_startup_runs() -> None:
+    """``default-sweep`` prunes by successive halving (reduction factor 4: rungs at steps 1, 4, 16, ...)
+    as soon as another run has reached the rung, while the median waits for 5 finished runs: with 3 good
+    runs done, a run far behind them at step 1 is stopped there, by asha."""
+    good = [0.5 + 0.4 * (1 - math.exp(-i / 8)) + 0.001 * (i % 3) for i in range(40)]
+    poor = [0.1 + 0.001 * i for i in range(40)]
+    curves = [_sweep_curve(f"good-{i}", [v + 0.01 * i for v in good]) for i in range(3)]
+    curves.append(_sweep_curve("poor", poor))
+    results = replay_sweep(preset("default-sweep", monitor="acc", mode="max"), curves)
+    by_run = {r.curve.run_id: r for r in results}
+    assert by_run["poor"].stopped_by == "asha"
+    assert by_run["poor"].stop_index == 0  # step 1, rung 1
+    # A rung no other run has reached passes; the first run is compared with nobody.
+    assert by_run["good-0"].stopped_by != "asha"
+    # Within the top quarter at step 1 (best of 4 there): not pruned at rung 1.
+    assert by_run["good-2"].stopped_by != "asha" or by_run["good-2"].stop_index > 0
