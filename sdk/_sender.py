@@ -58,6 +58,7 @@ class Sender:
         self.spool = spool
         self._max_pending = max_pending
         self.batcher = Batcher(monitor=monitor, rank=rank, batch_points=batch_points, warn=self._warn_once)
+        self._wake_records = self.batcher.wake_records  # read by submit() on every log(): one lookup
         self._flush_interval = flush_interval
         self._max_backoff = max_backoff
         self.run_id: int | None = None
@@ -120,7 +121,7 @@ class Sender:
                 self.monitor_step = step
             if not self._wake.is_set():
                 self._wake.set()
-        elif len(pending) >= self.batcher.wake_records and not self._wake.is_set():
+        elif len(pending) >= self._wake_records and not self._wake.is_set():
             self._wake.set()
 
     def _relieve(self) -> bool:
