@@ -6,7 +6,6 @@ import asyncio
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
@@ -18,7 +17,6 @@ from tracker.api.routes import router
 from tracker.config import Settings
 from tracker.db.engine import Database
 from tracker.db.prepare import prepare_schema
-from tracker.schemas.metrics import MetricBatch
 from tracker.services.auth import Authenticator
 from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
@@ -81,7 +79,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.include_router(router)
-    _document_batch_schema(app)
     return app
 
 
@@ -95,21 +92,3 @@ def _delivery_policy(settings: Settings) -> DeliveryPolicy:
         deadline_s=settings.webhook_deadline_s,
         timeout_s=min(10.0, settings.webhook_deadline_s),
     )
-
-
-def _document_batch_schema(app: FastAPI) -> None:
-    """The ingest route parses its body itself (for speed), so FastAPI does not see its schema: add
-    ``MetricBatch`` and the models it uses to the OpenAPI components the route's body refers to."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        document = build()  # FastAPI's, which also caches it in app.openapi_schema
-        schema = MetricBatch.model_json_schema(ref_template="#/components/schemas/{model}")
-        components = document.setdefault("components", {}).setdefault("schemas", {})
-        components.update(schema.pop("$defs", {}))
-        components["MetricBatch"] = schema
-        return document
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -8,7 +8,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tracker.errors import ConflictError, InvalidInputError, NotFoundError
@@ -31,9 +32,10 @@ def _shown(value: Any) -> Any:
     return safe
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def _invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+def error_response(exc: Exception) -> JSONResponse | None:
+    """The answer every route gives to a domain error or an invalid request; None for any other exception
+    (a bug: the server's 500). The ingest fast path answers its errors through this too."""
+    if isinstance(exc, RequestValidationError):
         # FastAPI's own handler echoes the input; a NaN or inf in it would make the error itself a 500.
         detail = [
             {
@@ -45,29 +47,38 @@ def install_error_handlers(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         return JSONResponse(status_code=422, content={"detail": detail})
-
-    @app.exception_handler(NotFoundError)
-    async def _not_found(_request: Request, exc: NotFoundError) -> JSONResponse:
-        return JSONResponse(status_code=404, content={"detail": str(exc)})
-
-    @app.exception_handler(ConflictError)
-    async def _conflict(_request: Request, exc: ConflictError) -> JSONResponse:
-        return JSONResponse(status_code=409, content={"detail": str(exc)})
-
-    @app.exception_handler(AuthError)
-    async def _unauthorised(_request: Request, exc: AuthError) -> JSONResponse:
+    if isinstance(exc, InvalidInputError):
+        detail = [{"loc": exc.field.split("."), "msg": exc.message, "type": "invalid"}]
+        return JSONResponse(status_code=422, content={"detail": detail})
+    if isinstance(exc, AuthError):
         return JSONResponse(
             status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"}
         )
+    status = _STATUS.get(type(exc))
+    return None if status is None else JSONResponse(status_code=status, content={"detail": str(exc)})
 
-    @app.exception_handler(ForbiddenError)
-    async def _forbidden(_request: Request, exc: ForbiddenError) -> JSONResponse:
-        return JSONResponse(status_code=403, content={"detail": str(exc)})
 
-    @app.exception_handler(InvalidInputError)
-    async def _invalid(_request: Request, exc: InvalidInputError) -> JSONResponse:
-        detail = [{"loc": exc.field.split("."), "msg": exc.message, "type": "invalid"}]
-        return JSONResponse(status_code=422, content={"detail": detail})
+_STATUS: dict[type[Exception], int] = {NotFoundError: 404, ConflictError: 409, ForbiddenError: 403}
+
+
+def invalid_body(exc: ValidationError, body: bytes) -> RequestValidationError:
+    """A batch that failed validation, as FastAPI reports an invalid body: each error located under
+    ``body``."""
+    errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+    return RequestValidationError(errors, body=body)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer the errors :func:`error_response` knows as it says, on every route."""
+
+    async def _answer(_request: Request, exc: Exception) -> Response:
+        response = error_response(exc)
+        if response is None:  # registered only for the types it answers
+            raise exc
+        return response
+
+    for handled in (RequestValidationError, InvalidInputError, AuthError, *_STATUS):
+        app.add_exception_handler(handled, _answer)
 
 
 def body_too_large(size: int, max_bytes: int) -> JSONResponse:

@@ -6,9 +6,10 @@ the worker thread's time). This middleware takes the happy path of that one rout
 it reads the body, then checks the caller, validates the batch, stores it and writes the answer in one
 worker-thread hop, so the loop only moves bytes.
 
-Anything but success (a bad token, an unknown run, an invalid batch) is handed to the FastAPI route with
-the body replayed. Nothing was written (ingest is one transaction), so the route answers exactly as it
-would have, with the same error bodies, and the OpenAPI document still describes the route.
+Anything but success (a bad token, an unknown run, an invalid batch) is answered by the same function as
+every route's errors (``tracker.api.errors.error_response``); nothing was written (ingest is one
+transaction). The FastAPI route of the same path declares the endpoint (its body schema in the OpenAPI
+document) and answers what this path does not take: an id past what the stores hold.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tracker.api.deps import IngestServices
-from tracker.api.errors import body_too_large, read_body, replay_body
+from tracker.api.errors import body_too_large, error_response, invalid_body, read_body
 from tracker.db.models import MAX_ID
 from tracker.errors import PlateauError
 from tracker.schemas.metrics import MetricBatch, parse_batch
@@ -67,8 +68,11 @@ class FastIngest:
                 run_id,
                 body,
             )
-        except (PlateauError, ValidationError):
-            await self.app(scope, replay_body(body, receive), send)
+        except (PlateauError, ValidationError) as exc:
+            response = error_response(invalid_body(exc, body) if isinstance(exc, ValidationError) else exc)
+            if response is None:
+                raise
+            await response(scope, receive, send)
             return
         headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})

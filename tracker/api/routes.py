@@ -16,7 +16,6 @@ from tracker.api.deps import (
     IdPath,
     IngestServicesDep,
     ListenerDep,
-    MetricBatchDep,
     NotifierDep,
     PrincipalDep,
     ProjectPath,
@@ -30,7 +29,14 @@ from tracker.api.fast_ingest import store_batch
 from tracker.schemas._common import Text
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
 from tracker.schemas.health import HealthPublic
-from tracker.schemas.metrics import HistoryColumns, HistoryPage, IngestResult, KeysPublic, SeriesPublic
+from tracker.schemas.metrics import (
+    HistoryColumns,
+    HistoryPage,
+    IngestResult,
+    KeysPublic,
+    MetricBatch,
+    SeriesPublic,
+)
 from tracker.schemas.projects import ProjectsPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
@@ -142,21 +148,12 @@ def update_summary(run_id: int, request: SummaryUpdate, database: DatabaseDep) -
 
 
 @router.post(
-    "/runs/{run_id}/metrics",
-    dependencies=[Depends(write_run)],
-    response_model=IngestResult,
-    tags=["metrics"],
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/MetricBatch"}}},
-        }
-    },
+    "/runs/{run_id}/metrics", dependencies=[Depends(write_run)], response_model=IngestResult, tags=["metrics"]
 )
-def ingest_metrics(run_id: int, batch: MetricBatchDep, services: IngestServicesDep) -> Response:
-    """Store a batch of points; the answer carries the run's latest decision. (A batch that succeeds is
-    served by :class:`~tracker.api.fast_ingest.FastIngest` before it gets here; this route answers the
-    rest, and describes the endpoint.)"""
+def ingest_metrics(run_id: int, batch: MetricBatch, services: IngestServicesDep) -> Response:
+    """Store a batch of points; the answer carries the run's latest decision. (Served by
+    :class:`~tracker.api.fast_ingest.FastIngest` ahead of FastAPI, errors included; this route declares the
+    endpoint and its body, and answers a run id past what the stores hold.)"""
     return Response(content=store_batch(services, run_id, batch), media_type="application/json")
 
 
