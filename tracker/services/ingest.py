@@ -72,9 +72,8 @@ def ingest(
         _note_batch(session, run_id, batch.batch_id, accepted, duplicates, now)
         session.flush()  # the rules' changes to the run, their states and decisions, if any
         if accepted:
-            announce(
-                session, run_id, deliveries=judged.deliveries > 0
-            )  # other replicas' long-polls, at commit
+            # Other replicas' long-polls, woken at commit.
+            announce(session, run_id, deliveries=judged.deliveries > 0)
         result = IngestResult(
             accepted=accepted,
             duplicates=duplicates,
