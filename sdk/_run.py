@@ -215,7 +215,7 @@ class Run:
     @property
     def latest(self) -> Decision:
         """The newest decision received; the stop decision once there is one."""
-        return self._verdicts.stop or self._verdicts.latest
+        return self._verdicts.shown
 
     def decision(self, step: int, timeout: float = 30.0) -> Decision:
         """Flush, then wait up to ``timeout`` seconds for the tracker's verdict on exactly ``step``.

@@ -160,7 +160,11 @@ class Verdicts:
                 self.decision_timeout,
             )
 
+    @property
+    def shown(self) -> Decision:
+        """The decision the run shows: the stop once there is one, else the newest."""
+        return self.stop or self.latest
+
     def unjudged(self) -> Decision:
-        """The decision to show when the verdict asked for could not be had: the latest, not judged."""
-        latest = self.stop or self.latest
-        return Decision(**{**latest.__dict__, "judged": False})
+        """The decision to show when the verdict asked for could not be had: :attr:`shown`, not judged."""
+        return Decision(**{**self.shown.__dict__, "judged": False})
