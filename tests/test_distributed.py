@@ -76,7 +76,14 @@ def test_straggler_is_named_and_sync_wait_falls_on_the_others(tracker: TrackerPr
     health = httpx.get(f"{tracker.url}/api/v1/runs/{figures['run_id']}/health").json()
     assert health["straggler"]["rank"] == 2
     assert health["alerts"]
-    assert {(a["rule"], a["evidence"]["rank"]) for a in health["alerts"]} == {("straggler", 2)}
+    assert {a["rule"] for a in health["alerts"]} == {"straggler"}
+    assert 2 in {a["evidence"]["rank"] for a in health["alerts"]}
+    # Another rank is alerted only on its own reports: 3 ranks share 2 cores here, and under a loaded CI
+    # pass (PostgreSQL beside them) rank 1 once computed 1.33x slower than the fastest for 3 reports in a
+    # row, which is what the rule names a straggler. Every alert carries the relative performance that
+    # raised it, below the bound.
+    for alert in health["alerts"]:
+        assert alert["evidence"]["relative_performance"] < alert["evidence"]["bound"], alert
     assert {r["rank"] for r in health["ranks"]} == {0, 1, 2}
 
 
