@@ -24,6 +24,7 @@ from tracker.services.block_format import (
     STEP_DTYPE,
     SUMMARY_COLUMNS,
     Points,
+    StoredSummary,
     Summary,
     combine,
     pack,
@@ -99,27 +100,27 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
     appended, replaced, between = [], [], []
     for (key_id, rank, block), steps in wanted.items():
         points = series[(key_id, rank)]
-        summary = stored.get((key_id, rank, block))
-        if summary is None or steps[0] > summary[9]:  # a new block, or the batch extends it: no read
+        held = stored.get((key_id, rank, block))
+        if held is None or steps[0] > held.last_step:  # a new block, or the batch extends it: no read
             values = [points[step][0] for step in steps]
             walls = [points[step][1] for step in steps]
             new = summarise_block(steps, values, walls)
-            merged = new if summary is None else combine(summary[:9], new)
+            merged = new if held is None else combine(held.summary, new)
             data = (pack("q", steps), pack("d", values), pack("d", walls))
             appended.append((run_id, key_id, rank, block, *merged, steps[-1], *data))
             continue
-        between.append(((key_id, rank, block), steps, summary))
+        between.append(((key_id, rank, block), steps, held))
     if between:
         # Steps at or before a block's last (batches arriving out of order): some may be stored already,
         # the rest go in between. One read for all such blocks.
-        held = _stored_data(connection, dialect, run_id, [key for key, _, _ in between])
-        for (key_id, rank, block), steps, summary in between:
+        data_of = _stored_data(connection, dialect, run_id, [key for key, _, _ in between])
+        for (key_id, rank, block), steps, summarised in between:
             row = _merged_block(
                 (run_id, key_id, rank, block),
                 steps,
                 series[(key_id, rank)],
-                summary,
-                held[(key_id, rank, block)],
+                summarised,
+                data_of[(key_id, rank, block)],
             )
             if row is not None:
                 replaced.append(row)
@@ -144,9 +145,9 @@ def _read_arms(
 
 def _stored_summaries(
     connection: Any, dialect: str, run_id: int, spans: Mapping[tuple[int, int], tuple[int, int]]
-) -> dict[tuple[int, int, int], Summary]:
-    """The stored summaries and last steps of each series' blocks from its first to its last block,
-    (key_id, rank, block) -> [*summary, last_step], without any block's data."""
+) -> dict[tuple[int, int, int], StoredSummary]:
+    """The stored summaries and last steps of each series' blocks from its first to its last block, by
+    (key_id, rank, block), without any block's data."""
     rows = _read_arms(
         connection,
         dialect,
@@ -154,7 +155,7 @@ def _stored_summaries(
         "run_id = ? AND key_id = ? AND rank = ? AND block BETWEEN ? AND ?",
         [(run_id, key_id, rank, low, high) for (key_id, rank), (low, high) in spans.items()],
     )
-    return {(row[0], row[1], row[2]): list(row[3:]) for row in rows}
+    return {(row[0], row[1], row[2]): StoredSummary(Summary(*row[3:-1]), row[-1]) for row in rows}
 
 
 def _stored_data(
@@ -175,11 +176,11 @@ def _merged_block(
     key: tuple[int, int, int, int],
     steps: list[int],
     points: dict[int, tuple[float, float]],
-    summary: Summary,
+    summarised: StoredSummary,
     held: Points,
 ) -> tuple[Any, ...] | None:
     """The stored block ``key`` (run_id, key_id, rank, block), holding ``held`` and summarised by
-    ``summary`` (with its last step), with ``steps`` (sorted) of ``points`` merged in, in step order, as a
+    ``summarised``, with ``steps`` (sorted) of ``points`` merged in, in step order, as a
     whole row; the steps it holds already are deleted from ``points`` (the stored value wins). None when
     nothing is new."""
     wanted = np.array(steps, STEP_DTYPE)
@@ -194,14 +195,14 @@ def _merged_block(
             return None
     values = [points[step][0] for step in steps]
     walls = [points[step][1] for step in steps]
-    merged = combine(summary[:9], summarise_block(steps, values, walls))
+    merged = combine(summarised.summary, summarise_block(steps, values, walls))
     # Both sides are in step order: insert the new points at their places, no sort needed.
     data = (
         np.insert(held.steps, at, wanted).astype(STEP_DTYPE).tobytes(),
         np.insert(held.values, at, values).astype(FLOAT_DTYPE).tobytes(),
         np.insert(held.wall_times, at, walls).astype(FLOAT_DTYPE).tobytes(),
     )
-    return (*key, *merged, max(summary[9], steps[-1]), *data)
+    return (*key, *merged, max(summarised.last_step, steps[-1]), *data)
 
 
 # --- reading ----------------------------------------------------------------------------------------

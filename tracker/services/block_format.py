@@ -10,7 +10,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -18,21 +18,31 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 STEP_DTYPE = np.dtype("<i8")
 FLOAT_DTYPE = np.dtype("<f8")
 
-# One block's summary, in the order of SUMMARY_COLUMNS; the min and max fields are None while the block
-# has no value but NaN.
-Summary = list[Any]
 
-SUMMARY_COLUMNS = (
-    "points",
-    "first_step",
-    "first_wall",
-    "min_value",
-    "min_step",
-    "min_wall",
-    "max_value",
-    "max_step",
-    "max_wall",
-)
+class Summary(NamedTuple):
+    """One block's summary, stored beside its data in the columns of the same names (what downsampling
+    reads without decoding the block). The min and max fields are None while the block has no value but
+    NaN; a tie keeps the earlier step."""
+
+    points: int
+    first_step: int
+    first_wall: float
+    min_value: float | None
+    min_step: int | None
+    min_wall: float | None
+    max_value: float | None
+    max_step: int | None
+    max_wall: float | None
+
+
+SUMMARY_COLUMNS = Summary._fields
+
+
+class StoredSummary(NamedTuple):
+    """A stored block's summary and its last step (whether a batch extends the block or falls inside it)."""
+
+    summary: Summary
+    last_step: int
 
 
 def pack(typecode: str, numbers: Iterable[float]) -> bytes:
@@ -101,29 +111,62 @@ def unpack(rows: Sequence[Sequence[Any]]) -> Points:
 
 
 def summarise_block(steps: Sequence[int], values: Sequence[float], walls: Sequence[float]) -> Summary:
-    """The summary of one block's points given in step order (see :data:`SUMMARY_COLUMNS`)."""
-    summary: Summary = [len(steps), steps[0], walls[0], None, None, None, None, None, None]
+    """The summary of one block's points given in step order."""
     finite = [value for value in values if value == value]  # NaN left out
-    if finite:
-        # index() finds the first occurrence: in step order, a tie keeps the earlier step.
-        low, high = values.index(min(finite)), values.index(max(finite))
-        summary[3:] = (values[low], steps[low], walls[low], values[high], steps[high], walls[high])
-    return summary
+    if not finite:
+        return Summary(len(steps), steps[0], walls[0], None, None, None, None, None, None)
+    # index() finds the first occurrence: in step order, a tie keeps the earlier step.
+    low, high = values.index(min(finite)), values.index(max(finite))
+    return Summary(
+        len(steps),
+        steps[0],
+        walls[0],
+        values[low],
+        steps[low],
+        walls[low],
+        values[high],
+        steps[high],
+        walls[high],
+    )
 
 
 def combine(stored: Summary, new: Summary) -> Summary:
     """Two summaries of disjoint points of one block as one: a NaN-only side (None) never wins, and a tie
     goes to the earlier step, so the result does not depend on the order batches arrive in."""
-    out = list(stored)
-    out[0] = stored[0] + new[0]
-    if new[1] < stored[1]:
-        out[1], out[2] = new[1], new[2]
-    if new[3] is not None and (
-        stored[3] is None or new[3] < stored[3] or (new[3] == stored[3] and new[4] < stored[4])
-    ):
-        out[3:6] = new[3:6]
-    if new[6] is not None and (
-        stored[6] is None or new[6] > stored[6] or (new[6] == stored[6] and new[7] < stored[7])
-    ):
-        out[6:9] = new[6:9]
-    return out
+    first = new if new.first_step < stored.first_step else stored
+    low = new if _lower(new, stored) else stored
+    high = new if _higher(new, stored) else stored
+    return Summary(
+        stored.points + new.points,
+        first.first_step,
+        first.first_wall,
+        low.min_value,
+        low.min_step,
+        low.min_wall,
+        high.max_value,
+        high.max_step,
+        high.max_wall,
+    )
+
+
+def _lower(new: Summary, stored: Summary) -> bool:
+    """Whether ``new``'s minimum replaces ``stored``'s."""
+    if new.min_value is None:
+        return False
+    if stored.min_value is None or new.min_value < stored.min_value:
+        return True
+    return new.min_value == stored.min_value and _earlier(new.min_step, stored.min_step)
+
+
+def _higher(new: Summary, stored: Summary) -> bool:
+    """Whether ``new``'s maximum replaces ``stored``'s."""
+    if new.max_value is None:
+        return False
+    if stored.max_value is None or new.max_value > stored.max_value:
+        return True
+    return new.max_value == stored.max_value and _earlier(new.max_step, stored.max_step)
+
+
+def _earlier(step: int | None, other: int | None) -> bool:
+    """Whether ``step`` comes before ``other`` (both are set wherever their values are)."""
+    return step is not None and other is not None and step < other
