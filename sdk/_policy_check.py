@@ -68,16 +68,20 @@ def _object_problems(
     where: str, values: Mapping[str, Any], shape: dict[str, Any], skip: tuple[str, ...] = ()
 ) -> list[str]:
     fields: dict[str, list[dict[str, Any]]] = shape["fields"]
+    aliases: dict[str, str] = shape.get("aliases", {})  # a renamed parameter's old name -> its field
     problems = []
-    for name, value in values.items():
-        if name in skip:
+    for given, value in values.items():
+        if given in skip:
             continue
-        if name not in fields:
+        name = aliases.get(given, given)
+        if name != given and name in values:
+            problems.append(f"{where} names {name!r} twice: as {name!r} and by its old name {given!r}")
+        elif name not in fields:
             hint = _did_you_mean(name, fields) if isinstance(name, str) else ""
             allowed = ", ".join(sorted(set(fields) - {"rule"}))
             problems.append(f"{where} has no parameter {name!r}{hint}; it takes {allowed}")
         elif not any(_fits(value, option) for option in fields[name]):
-            problems.append(f"{where}: {name} = {value!r} is not {_describe(fields[name])}")
+            problems.append(f"{where}: {given} = {value!r} is not {_describe(fields[name])}")
     for name in shape["required"]:
         if name not in values:
             problems.append(f"{where}: {name} is required")

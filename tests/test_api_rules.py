@@ -107,6 +107,7 @@ def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx
     policy = {
         "monitor": "acc",
         "mode": "max",
+        # warmup's old name: policies written before the rename keep working.
         "rules": [{"rule": "percentile", "n_startup_runs": 3, "warmup_steps": 1}],
     }
     for offset in (0.5, 0.6, 0.7):
@@ -124,6 +125,7 @@ def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx
     assert "of 3 finished runs" in bad_answer["decision"]["reason"]
     stored = client.get(f"/api/v1/runs/{bad['id']}").json()
     assert (stored["stop_step"], stored["stop_rule"]) == (1, "percentile")
+    assert stored["policy"]["rules"][0]["warmup"] == 1  # said back by its one name
 
 
 def test_asha_compares_runs_at_their_first_checkpoint_past_a_rung(client: httpx.Client) -> None:

@@ -281,12 +281,24 @@ def test_forecast_waits_for_the_schedule_and_uses_the_plan() -> None:
     assert stop_of(judge(rules, rising, ctx=Context(planned_steps=20))) is None
 
 
+def test_percentile_reads_its_old_warmup_name_and_refuses_both_names() -> None:
+    """``warmup`` was ``warmup_steps`` in percentile alone: the old name is read as ``warmup``, and a rule
+    that gives both is refused, naming the old one (one value, never a silent pick)."""
+    old = PolicySpec.model_validate({"monitor": "m", "rules": [{"rule": "percentile", "warmup_steps": 3}]})
+    assert old.rules[0].model_dump()["warmup"] == 3
+    assert "warmup_steps" not in old.rules[0].model_dump()
+    with pytest.raises(ValidationError, match="warmup_steps"):
+        PolicySpec.model_validate(
+            {"monitor": "m", "rules": [{"rule": "percentile", "warmup": 2, "warmup_steps": 3}]}
+        )
+
+
 def test_percentile_prunes_against_finished_runs_at_the_same_step() -> None:
     cohort = ListCohort({s: [0.5 + 0.1 * s, 0.6 + 0.1 * s, 0.7 + 0.1 * s] for s in range(5)}, count=3)
-    rules = [{"rule": "percentile", "n_startup_runs": 3, "warmup_steps": 2}]
+    rules = [{"rule": "percentile", "n_startup_runs": 3, "warmup": 2}]
     stop = stop_of(judge(rules, [0.1, 0.2, 0.3, 0.9], ctx=Context(cohort=cohort)))
     assert stop is not None
-    assert stop.step == 2  # not before warmup_steps
+    assert stop.step == 2  # not before warmup
     assert "50th-percentile cut 0.8 of 3 finished runs" in stop.reason
     good = stop_of(judge(rules, [0.9, 1.0, 1.1, 1.2], ctx=Context(cohort=cohort)))
     assert good is None

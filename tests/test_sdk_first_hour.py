@@ -126,6 +126,7 @@ def test_the_sdk_refuses_what_the_tracker_refuses_and_nothing_it_takes() -> None
         [{"rule": "threshold", "stop_at": -1e300}],
         [{"rule": "asha", "reduction_factor": 2, "min_step": 1}],
         [{"rule": "outlook"}, {"rule": "degenerate"}, {"rule": "divergence", "run_factor": 10}],
+        [{"rule": "percentile", "warmup_steps": 2}],  # warmup's old name
     ]
     for rules in accepted:
         policy = {"monitor": "val", "mode": "min", "rules": rules}
@@ -137,6 +138,16 @@ def test_the_sdk_refuses_what_the_tracker_refuses_and_nothing_it_takes() -> None
             RunCreate.model_validate({"project": "p", "policy": policy})
         with pytest.raises(ValueError, match="invalid policy"):
             check_policy(policy)
+
+
+def test_the_sdk_reads_a_renamed_parameter_as_the_tracker_does() -> None:
+    both = {"monitor": "val", "rules": [{"rule": "percentile", "warmup": 2, "warmup_steps": 2}]}
+    with pytest.raises(ValidationError):
+        PolicySpec.model_validate(both)
+    with pytest.raises(ValueError, match="names 'warmup' twice"):
+        check_policy(both)
+    with pytest.raises(ValueError, match="warmup_steps = -1 is not"):
+        check_policy({"monitor": "val", "rules": [{"rule": "percentile", "warmup_steps": -1}]})
 
 
 def test_the_sdk_carries_the_trackers_policy_shape() -> None:

@@ -6,7 +6,8 @@ must be caught before training, not by ``plateau sync`` hours later. So the SDK 
 models; ``tests/test_policy_shape.py`` fails when the file and the models differ.
 
 The shape holds what the models' JSON Schema says of each field: allowed types, ``enum``/``const``,
-numeric bounds, string lengths, and which fields are required. Checks across fields (``prechelt`` needs
+numeric bounds, string lengths, which fields are required, and the old names a field still accepts
+(``aliases``: old name -> field). Checks across fields (``prechelt`` needs
 mode ``min``, ``mann_kendall`` a window of at most 200) stay the tracker's: the SDK refuses less, never
 more.
 """
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, get_args
+
+from pydantic import AliasChoices, BaseModel
 
 from tracker.policy._policy import PolicySpec
+from tracker.policy._registry import RuleSpec
 
 _KEPT = (
     *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
@@ -39,12 +43,33 @@ def _object(schema: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any
     }
 
 
+def _aliases(model: type[BaseModel]) -> dict[str, str]:
+    """The other names each field of ``model`` accepts (a renamed parameter's old spelling)."""
+    aliases: dict[str, str] = {}
+    for name, field in model.model_fields.items():
+        if isinstance(field.validation_alias, AliasChoices):
+            for choice in field.validation_alias.choices:
+                if isinstance(choice, str) and choice != name:
+                    aliases[choice] = name
+    return aliases
+
+
+def _rule_models() -> dict[str, type[BaseModel]]:
+    """Each rule's parameter model, by rule name."""
+    union = get_args(get_args(RuleSpec)[0])
+    return {model.model_fields["rule"].default: model for model in union}
+
+
 def policy_shape() -> dict[str, Any]:
     """The policy's shape, as ``sdk/policy_shape.json`` holds it."""
     schema = PolicySpec.model_json_schema()
     definitions = schema["$defs"]
     mapping = schema["properties"]["rules"]["items"]["discriminator"]["mapping"]
     rules = {name: _object(definitions[ref.rsplit("/", 1)[1]]) for name, ref in sorted(mapping.items())}
+    for name, model in _rule_models().items():
+        aliases = _aliases(model)
+        if aliases:
+            rules[name]["aliases"] = aliases
     return {
         "policy": _object(schema, skip=("rules",)),
         "max_rules": schema["properties"]["rules"].get("maxItems"),

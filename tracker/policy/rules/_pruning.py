@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import update_best
@@ -18,13 +18,23 @@ PRUNING_RULES = frozenset({"percentile", "asha"})
 class PercentileParams(RuleParams):
     """Prune when the run's best so far is worse than the ``percentile``-th best of the finished runs'
     values at the same step (50: the median pruner). No pruning before ``n_startup_runs`` runs have
-    finished, before step ``warmup_steps`` or the run's ``warmup_evaluations``-th evaluation, or with fewer
-    than ``min_runs_at_step`` values at the step."""
+    finished, at steps below ``warmup`` (Optuna's ``n_warmup_steps``), in the run's first
+    ``warmup_evaluations`` evaluations, or with fewer than ``min_runs_at_step`` values at the step.
+
+    ``warmup`` means what it means in every rule: steps below it are not judged. It was spelled
+    ``warmup_steps`` here; that name is still accepted (stored policies keep working) and read as
+    ``warmup``."""
 
     rule: Literal["percentile"] = "percentile"
     percentile: float = Field(default=50.0, gt=0.0, lt=100.0)
     n_startup_runs: int = Field(default=5, ge=0, le=MAX_STEP)
-    warmup_steps: int = Field(default=0, ge=0, le=MAX_STEP)
+    warmup: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_STEP,
+        validation_alias=AliasChoices("warmup", "warmup_steps"),
+        description="steps below this are not judged",
+    )
     warmup_evaluations: int = Field(
         default=0, ge=0, le=MAX_STEP, description="evaluations of this run before pruning"
     )
@@ -47,7 +57,7 @@ class Percentile(Rule[PercentileParams]):
         seen = state.get("seen", 0) + 1
         state = {**state, "best": best, "best_step": best_step, "seen": seen}
         cohort = ctx.cohort
-        if state["stopped"] or cohort is None or obs.step < p.warmup_steps or seen <= p.warmup_evaluations:
+        if state["stopped"] or cohort is None or obs.step < p.warmup or seen <= p.warmup_evaluations:
             return state, None
         if not cohort.finished_at_least(p.n_startup_runs):
             return state, None
