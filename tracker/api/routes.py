@@ -28,7 +28,7 @@ from tracker.api.deps import (
 from tracker.api.fast_ingest import store_batch
 from tracker.schemas._common import Text
 from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
-from tracker.schemas.health import HealthPublic
+from tracker.schemas.distributed_health import DistributedHealthPublic
 from tracker.schemas.metrics import (
     HistoryColumns,
     HistoryPage,
@@ -41,7 +41,7 @@ from tracker.schemas.projects import ProjectsPublic
 from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
 from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
-from tracker.services import decisions, health, history, projects, runs, series, summary, webhooks
+from tracker.services import decisions, distributed_health, history, projects, runs, series, summary, webhooks
 from tracker.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
@@ -272,12 +272,12 @@ def get_history(
 
 
 @router.get("/runs/{run_id}/health", dependencies=[Depends(read_run)], tags=["distributed"])
-def get_health(
+def get_distributed_health(
     run_id: int, database: DatabaseDep, last: Annotated[int, Query(ge=1, le=10_000)] = 20
-) -> HealthPublic:
+) -> DistributedHealthPublic:
     """Distributed health: per-rank medians of the ``dist/`` figures, the straggler verdict with its
     evidence, the staleness histogram per worker, and the run's alerts."""
-    return health.summary(database, run_id, last=last)
+    return distributed_health.summary(database, run_id, last=last)
 
 
 @router.post(

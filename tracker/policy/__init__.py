@@ -14,6 +14,7 @@ from tracker.policy._policy import (
     evaluate,
     evaluate_health,
     evaluate_late,
+    evaluate_per_rank,
     initial_states,
 )
 from tracker.policy._registry import RULES, RuleSpec, build_rule
@@ -48,6 +49,7 @@ __all__ = [
     "evaluate",
     "evaluate_health",
     "evaluate_late",
+    "evaluate_per_rank",
     "fmt",
     "initial_states",
 ]

@@ -47,8 +47,9 @@ class Rule(ABC, Generic[P]):
     name: ClassVar[str]
     guard: ClassVar[bool] = False
     stops: ClassVar[bool] = True
-    # Health rules watch their own key on every rank (not the monitored metric) and only raise alerts.
-    health: ClassVar[bool] = False
+    # ``per_rank`` rules (distributed health: straggler, staleness) watch their own key on every rank, not
+    # the monitored metric, and only raise alerts.
+    per_rank: ClassVar[bool] = False
     # ``in_place`` rules change the state they are given and return it: ``evaluate`` hands them a private
     # copy (``own_copy``) once per call, instead of the rule copying its state on every observation.
     in_place: ClassVar[bool] = False
@@ -57,7 +58,7 @@ class Rule(ABC, Generic[P]):
     judges_late: ClassVar[bool] = False
 
     def watch_key(self) -> str:
-        """The key whose points drive this rule: the monitored metric, or a health rule's own key."""
+        """The key whose points drive this rule: the monitored metric, or a per-rank rule's own key."""
         return self.monitor
 
     def __init__(self, params: P, *, monitor: str, mode: Mode) -> None:

@@ -29,7 +29,8 @@ class PolicySpec(BaseModel):
 
     ``monitor`` is the metric key judged: rank 0's value, or with ``reduce`` the mean/min/max over ranks,
     judged once every rank has reported the step (or ``reduce_timeout_s`` after its first report, stated in
-    the decision). Rules run in order on each new step of it; health rules watch their own keys.
+    the decision). Rules run in order on each new step of it; per-rank rules (distributed health) watch
+    their own keys.
     ``combine``: ``any`` stops as soon as one rule says stop; ``all`` stops once every convergence rule has
     said so (each rule's stop is a vote that stands), while guard rules (non_finite, divergence,
     threshold, budget, percentile, asha) still stop on their own.
@@ -61,11 +62,11 @@ class PolicySpec(BaseModel):
 
     def required_keys(self) -> set[str]:
         """Metric keys besides ``monitor`` that the rules read."""
-        return {key for rule in self.build() if not rule.health for key in rule.required_keys()}
+        return {key for rule in self.build() if not rule.per_rank for key in rule.required_keys()}
 
-    def health_keys(self) -> set[str]:
-        """Keys watched by health rules (on every rank)."""
-        return {rule.watch_key() for rule in self.build() if rule.health}
+    def per_rank_keys(self) -> set[str]:
+        """Keys watched by per-rank rules (distributed health, on every rank)."""
+        return {rule.watch_key() for rule in self.build() if rule.per_rank}
 
     def build(self) -> list[Rule[Any]]:
         """The rule objects, built once per spec: rules hold only parameters, so they can be shared."""
@@ -99,10 +100,11 @@ def _smoothed(
     return Observation(obs.step, value, obs.wall_time, obs.extras), value
 
 
-def evaluate_health(
+def evaluate_per_rank(
     policy: PolicySpec, states: Sequence[State], observations: dict[str, list[Observation]]
 ) -> tuple[list[State], list[Verdict]]:
-    """Run the health rules over the new points of their keys (every rank, in step then rank order).
+    """Run the per-rank rules (distributed health) over the new points of their keys (every rank, in step
+    then rank order).
 
     Pure, like :func:`evaluate`; other rules' states are returned unchanged.
     """
@@ -110,7 +112,7 @@ def evaluate_health(
     current: list[dict[str, Any]] = [dict(s) for s in states]
     verdicts: list[Verdict] = []
     for index, rule in enumerate(rules):
-        if not rule.health:
+        if not rule.per_rank:
             continue
         if rule.in_place:
             current[index]["s"] = rule.own_copy(current[index]["s"])
@@ -120,6 +122,10 @@ def evaluate_health(
             if verdict is not None:
                 verdicts.append(verdict)
     return current, verdicts
+
+
+evaluate_health = evaluate_per_rank
+"""Deprecated name of :func:`evaluate_per_rank` ("health" also means the server's and the run's)."""
 
 
 def _failed(rule: Rule[Any], wrapper: dict[str, Any], step: int, exc: Exception) -> Verdict | None:
@@ -143,7 +149,7 @@ def _failed(rule: Rule[Any], wrapper: dict[str, Any], step: int, exc: Exception)
 
 
 def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict | None:
-    voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard and not rule.health]
+    voters = [i for i, rule in enumerate(rules) if rule.stops and not rule.guard and not rule.per_rank]
     if not voters or any(states[i]["vote"] is None for i in voters):
         return None
     votes = [states[i]["vote"] for i in voters]
@@ -182,7 +188,7 @@ def evaluate(
     judged = [
         (index, rule.observe, rule.params.ema, rule.guard or policy.combine == "any")
         for index, rule in enumerate(rules)
-        if not rule.health
+        if not rule.per_rank
     ]
     verdicts: list[Verdict] = []
     last_step: int | None = None
@@ -250,7 +256,7 @@ def evaluate_late(
     rules = policy.build()
     for obs in sorted(observations, key=lambda o: o.step):
         for wrapper, rule in zip(states, rules, strict=True):
-            if not rule.judges_late or rule.health:
+            if not rule.judges_late or rule.per_rank:
                 continue
             state = rule.own_copy(wrapper["s"]) if rule.in_place else wrapper["s"]
             try:

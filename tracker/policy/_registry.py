@@ -11,9 +11,9 @@ from tracker.policy._types import Mode
 from tracker.policy.rules._budget import Budget, BudgetParams
 from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
 from tracker.policy.rules._degenerate import Degenerate, DegenerateParams
+from tracker.policy.rules._distributed import Staleness, StalenessParams, Straggler, StragglerParams
 from tracker.policy.rules._divergence import Divergence, DivergenceParams
 from tracker.policy.rules._forecast import Forecast, ForecastParams
-from tracker.policy.rules._health import Staleness, StalenessParams, Straggler, StragglerParams
 from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
 from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
 from tracker.policy.rules._outlook import Outlook, OutlookParams

@@ -1,4 +1,4 @@
-"""Judging a batch's new points: which observations the policy sees (health keys on every rank, the
+"""Judging a batch's new points: which observations the policy sees (per-rank keys on every rank, the
 monitored metric's new steps, reduced over ranks when asked; late points), the rules run over them, and
 the decisions recorded with their webhook deliveries. Called by ingest inside its transaction."""
 
@@ -19,8 +19,8 @@ from tracker.policy import (
     PolicySpec,
     Verdict,
     evaluate,
-    evaluate_health,
     evaluate_late,
+    evaluate_per_rank,
     initial_states,
 )
 from tracker.schemas._common import json_safe
@@ -56,22 +56,23 @@ def judge(
 ) -> Judged:
     """Advance the policy over the new points and record its decisions.
 
-    Health rules see their keys on every rank; the other rules see the monitored metric's new steps (rank
-    0's value, or the reduction over ranks once the step is complete or timed out). Monitored points at
-    steps already judged (late) are judged by the rules that judge a point on its own, and said to be late.
+    Per-rank rules (distributed health) see their keys on every rank; the other rules see the monitored
+    metric's new steps (rank 0's value, or the reduction over ranks once the step is complete or timed
+    out). Monitored points at steps already judged (late) are judged by the rules that judge a point on its
+    own, and said to be late.
     """
     if policy is None:
         if fresh:
             run.judged_step = max(run.judged_step, max(max(points) for points in fresh.values()))
         return NOTHING
-    health = _health_observations(policy, key_ids, fresh)
+    per_rank = _per_rank_observations(policy, key_ids, fresh)
     monitor_id = key_ids.get(policy.monitor)
     ready = _ready_steps(session, run, policy, monitor_id, fresh, now) if monitor_id is not None else []
     late = _late_observations(run, policy, monitor_id, fresh) if monitor_id is not None else []
     verdicts: list[Verdict] = []
     if run.judged_step < 0 and monitor_id is None:
         verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
-    if not health and not ready and not verdicts and not late:
+    if not per_rank and not ready and not verdicts and not late:
         # Nothing for the rules in this batch (training metrics only): leave their state unread.
         return NOTHING
     state_rows = list(
@@ -82,8 +83,8 @@ def judge(
         ).scalars()
     )
     states = [row.state for row in state_rows] if state_rows else initial_states(policy)
-    if health:
-        states, found = evaluate_health(policy, states, health)
+    if per_rank:
+        states, found = evaluate_per_rank(policy, states, per_rank)
         verdicts += found
     if late:
         verdicts += _judge_late(session, run, policy, states, late)
@@ -98,7 +99,7 @@ def judge(
     if newest is not None:
         # Once stopped, later steps are judged "stop" without running the rules again.
         run.judged_step = max(run.judged_step, newest)
-    if health or ready:
+    if per_rank or ready:
         _save_states(session, run.id, policy, state_rows, states, run.judged_step)
     made, deliveries = _record_decisions(session, run, verdicts, now)
     return Judged(made, deliveries, len(late), unviewed)
@@ -224,10 +225,10 @@ def _judge_late(
     ]
 
 
-def _health_observations(
+def _per_rank_observations(
     policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
 ) -> dict[str, list[Observation]]:
-    wanted = {key_ids[k]: k for k in policy.health_keys() if k in key_ids}
+    wanted = {key_ids[k]: k for k in policy.per_rank_keys() if k in key_ids}
     found: dict[str, list[Observation]] = {}
     for (key_id, rank), points in fresh.items():
         if key_id in wanted:

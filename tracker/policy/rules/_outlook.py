@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 from operator import itemgetter
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -116,12 +116,15 @@ class Outlook(Rule[OutlookParams]):
             state["first"] = obs.value
         state["best"], state["best_step"] = best, best_step
         state["seen"] += 1
-        verdict = self._judge(state, obs, ctx, lr)
+        verdict = self._stop_if_spent(state, obs, ctx, lr)
         if verdict is not None:
             state["stopped"] = True
         return state, verdict
 
-    def _judge(self, state: State, obs: Observation, ctx: Context, lr: float | None) -> Verdict | None:
+    def _stop_if_spent(
+        self, state: State, obs: Observation, ctx: Context, lr: float | None
+    ) -> Verdict | None:
+        """A stop when the run's outlook is spent (or it has retreated from its best), else None."""
         # Cheapest tests first: this runs on every monitored point, and most points end at the first two.
         p = self.params
         t = obs.step
@@ -156,32 +159,35 @@ class Outlook(Rule[OutlookParams]):
         spread = max(recent) - min(recent)
         if progress <= p.learned_noise * noise or progress <= p.learned_spread * spread:
             return None
-        counted = f" ({pace:.3g} beyond its step-to-step noise)" if p.noise_discount else ""
+        evidence = {
+            "pace": pace,
+            "raw_pace": raw_pace,
+            "step_noise": jitter,
+            "doublings_left": doublings,
+            "outlook": outlook,
+            "progress": progress,
+            "relative_delta": p.relative_delta,
+            "bar": bar,
+            "noise": noise,
+            "spread": spread,
+            "planned_steps": planned,
+            "lr": lr,
+        }
+        return self._spent(state, obs, evidence)
+
+    def _spent(self, state: State, obs: Observation, evidence: dict[str, Any]) -> Verdict:
+        """The stop when the outlook is spent, its sentence written from its evidence."""
+        e, t = evidence, obs.step
+        counted = f" ({e['pace']:.3g} beyond its step-to-step noise)" if self.params.noise_discount else ""
         reason = (
-            f"{self.monitor} gained {raw_pace:.3g}{counted} on its best over the last doubling of the run "
-            f"(steps {t // 2}-{t}); at that pace the {doublings:.2g} doublings left to the planned end "
-            f"(step {planned}) add {outlook:.3g}, at most {p.relative_delta:g} of its progress so far "
-            f"({progress:.3g}); keep step {state['best_step']} ({fmt(best)})"
+            f"{self.monitor} gained {e['raw_pace']:.3g}{counted} on its best over the last doubling of the "
+            f"run (steps {t // 2}-{t}); at that pace the {e['doublings_left']:.2g} doublings left to the "
+            f"planned end (step {e['planned_steps']}) add {e['outlook']:.3g}, at most "
+            f"{e['relative_delta']:g} of its progress so far ({e['progress']:.3g}); "
+            f"keep step {state['best_step']} ({fmt(state['best'])})"
         )
         return self.stop(
-            obs,
-            reason=reason,
-            evidence={
-                "pace": pace,
-                "raw_pace": raw_pace,
-                "step_noise": jitter,
-                "doublings_left": doublings,
-                "outlook": outlook,
-                "progress": progress,
-                "relative_delta": p.relative_delta,
-                "bar": bar,
-                "noise": noise,
-                "spread": spread,
-                "planned_steps": planned,
-                "lr": lr,
-            },
-            best_step=state["best_step"],
-            best_value=best,
+            obs, reason=reason, evidence=evidence, best_step=state["best_step"], best_value=state["best"]
         )
 
     def _schedule_pending(self, state: State, lr: float) -> bool:

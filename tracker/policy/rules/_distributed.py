@@ -11,9 +11,9 @@ from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._types import Context, Observation, Verdict
 
 
-class HealthParams(RuleParams):
-    """What every health rule takes: the key it watches (on every rank), how many reports in a row flag or
-    clear a rank, and the start-up steps it ignores."""
+class PerRankParams(RuleParams):
+    """What every distributed-health rule takes: the key it watches (on every rank), how many reports in a
+    row flag or clear a rank, and the start-up steps it ignores."""
 
     key: str = Field(min_length=1)
     reports: int = Field(default=3, ge=1, le=MAX_STEP)
@@ -22,7 +22,7 @@ class HealthParams(RuleParams):
     )
 
 
-class StragglerParams(HealthParams):
+class StragglerParams(PerRankParams):
     """A rank whose relative performance (min over ranks of compute time / its compute time, the SDK's
     ``dist/rel_perf``) stays below ``bound`` for ``reports`` consecutive reports is a straggler."""
 
@@ -50,14 +50,14 @@ def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[S
     return {"runs": runs, "flagged": flagged}, newly
 
 
-HP = TypeVar("HP", bound=HealthParams)
+HP = TypeVar("HP", bound=PerRankParams)
 
 
-class _HealthAlert(Rule[HP]):
+class _PerRankAlert(Rule[HP]):
     """A per-rank alert with hysteresis (see :func:`_flag`): subclasses say what a bad report is and how
     to say so. NaN reports and steps below ``warmup`` are skipped."""
 
-    health = True
+    per_rank = True
     stops = False
 
     def watch_key(self) -> str:
@@ -80,7 +80,7 @@ class _HealthAlert(Rule[HP]):
         return state, self.alert(obs) if newly else None
 
 
-class Straggler(_HealthAlert[StragglerParams]):
+class Straggler(_PerRankAlert[StragglerParams]):
     """Alerts when a rank becomes a straggler."""
 
     name = "straggler"
@@ -107,7 +107,7 @@ class Straggler(_HealthAlert[StragglerParams]):
         )
 
 
-class StalenessParams(HealthParams):
+class StalenessParams(PerRankParams):
     """A worker whose reported staleness p95 (``dist/staleness_p95``, in parameter versions) is above
     ``bound`` for ``reports`` consecutive reports is applying gradients from a model too far behind."""
 
@@ -117,7 +117,7 @@ class StalenessParams(HealthParams):
     reports: int = Field(default=1, ge=1, le=MAX_STEP)
 
 
-class Staleness(_HealthAlert[StalenessParams]):
+class Staleness(_PerRankAlert[StalenessParams]):
     """Alerts when a worker becomes stale."""
 
     name = "staleness"

@@ -23,7 +23,7 @@ class StragglerVerdict(Schema):
     reason: str
 
 
-class HealthPublic(Schema):
+class DistributedHealthPublic(Schema):
     run_id: int
     world_size: int
     ranks: list[RankHealth]

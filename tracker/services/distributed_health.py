@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from tracker.db import models
 from tracker.db.engine import Database
-from tracker.schemas.health import HealthPublic, RankHealth, StragglerVerdict
+from tracker.schemas.distributed_health import DistributedHealthPublic, RankHealth, StragglerVerdict
 from tracker.services import _point_store
 from tracker.services.convert import decision_public
 from tracker.services.run_rows import get_run_row
@@ -18,7 +18,7 @@ HIST_PREFIX = "dist/staleness_hist/"
 STRAGGLER_BOUND = 0.75
 
 
-def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
+def summary(db: Database, run_id: int, *, last: int = 20) -> DistributedHealthPublic:
     """Per rank, the median of the last ``last`` reports of each ``dist/`` figure; the straggler verdict
     (the rank with the lowest median relative performance, if below the straggler rule's bound); the
     staleness histogram per worker; and the run's alerts."""
@@ -57,7 +57,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> HealthPublic:
         )
         for rank, figures in sorted(per_rank.items())
     ]
-    return HealthPublic(
+    return DistributedHealthPublic(
         run_id=run_id,
         world_size=world_size,
         ranks=ranks,
