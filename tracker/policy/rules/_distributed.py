@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -69,8 +69,16 @@ class _PerRankAlert(Rule[HP]):
     def bad(self, value: float) -> bool:
         raise NotImplementedError
 
-    def alert(self, obs: Observation) -> Verdict:
+    def reason(self, obs: Observation) -> str:
         raise NotImplementedError
+
+    def evidence(self, obs: Observation) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def alert(self, obs: Observation) -> Verdict:
+        """The alert for ``obs``, a report that flagged its rank."""
+        reason, evidence = self.reason(obs), self.evidence(obs)
+        return Verdict(action="alert", rule=self.name, step=obs.step, reason=reason, evidence=evidence)
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -88,23 +96,15 @@ class Straggler(_PerRankAlert[StragglerParams]):
     def bad(self, value: float) -> bool:
         return value < self.params.bound
 
-    def alert(self, obs: Observation) -> Verdict:
-        p = self.params
-        return Verdict(
-            action="alert",
-            rule=self.name,
-            step=obs.step,
-            reason=(
-                f"rank {obs.rank} is a straggler: relative performance {obs.value:.2f} < {p.bound:g} for "
-                f"{p.reports} reports in a row (the others wait for it at every collective)"
-            ),
-            evidence={
-                "rank": obs.rank,
-                "relative_performance": obs.value,
-                "bound": p.bound,
-                "reports": p.reports,
-            },
+    def reason(self, obs: Observation) -> str:
+        return (
+            f"rank {obs.rank} is a straggler: relative performance {obs.value:.2f} < {self.params.bound:g} "
+            f"for {self.params.reports} reports in a row (the others wait for it at every collective)"
         )
+
+    def evidence(self, obs: Observation) -> dict[str, Any]:
+        p = self.params
+        return {"rank": obs.rank, "relative_performance": obs.value, "bound": p.bound, "reports": p.reports}
 
 
 class StalenessParams(PerRankParams):
@@ -125,15 +125,11 @@ class Staleness(_PerRankAlert[StalenessParams]):
     def bad(self, value: float) -> bool:
         return value > self.params.bound
 
-    def alert(self, obs: Observation) -> Verdict:
-        p = self.params
-        return Verdict(
-            action="alert",
-            rule=self.name,
-            step=obs.step,
-            reason=(
-                f"worker {obs.rank} applies stale gradients: staleness p95 {obs.value:g} > {p.bound:g} "
-                "versions"
-            ),
-            evidence={"rank": obs.rank, "staleness_p95": obs.value, "bound": p.bound},
+    def reason(self, obs: Observation) -> str:
+        return (
+            f"worker {obs.rank} applies stale gradients: staleness p95 {obs.value:g} > "
+            f"{self.params.bound:g} versions"
         )
+
+    def evidence(self, obs: Observation) -> dict[str, Any]:
+        return {"rank": obs.rank, "staleness_p95": obs.value, "bound": self.params.bound}
