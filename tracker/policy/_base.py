@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tracker.policy._improvement import ImprovementTest
 from tracker.policy._types import Context, Mode, Observation, Verdict
 
 MAX_STEP = 2**62
@@ -65,6 +66,11 @@ class Rule(ABC, Generic[P]):
         self.params = params
         self.monitor = monitor
         self.mode = mode
+
+    def improvement_test(self) -> ImprovementTest:
+        """What moves the best so far this rule reads from ``ctx.best``: by default any finite value
+        strictly better. Rules with a margin or a warm-up say so; rules with the same test share one best."""
+        return ImprovementTest(self.mode)
 
     def required_keys(self) -> tuple[str, ...]:
         """Metric keys besides the monitored one this rule reads from ``Observation.extras``."""

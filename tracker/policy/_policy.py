@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from tracker.policy._base import Rule, State
+from tracker.policy._improvement import Best
 from tracker.policy._registry import RuleSpec, build_rule
 from tracker.policy._types import Context, Mode, Observation, Verdict
 
@@ -165,6 +166,30 @@ def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict
     )
 
 
+def _bests(rules: list[Rule[Any]], wrappers: Sequence[State]) -> list[Best | None]:
+    """Each rule's best so far (None for per-rank rules), restored from the stored wrappers: one
+    :class:`Best` per improvement test and smoothing, shared by the rules that have both alike."""
+    shared: dict[tuple[Any, ...], Best] = {}
+    bests: list[Best | None] = []
+    for rule, wrapper in zip(rules, wrappers, strict=True):
+        if rule.per_rank:
+            bests.append(None)
+            continue
+        test = rule.improvement_test()
+        best = shared.get((rule.params.ema, test))
+        if best is None:
+            best = shared[(rule.params.ema, test)] = Best(test)
+        best.restore(wrapper)
+        bests.append(best)
+    return bests
+
+
+def _store_bests(wrappers: list[dict[str, Any]], bests: list[Best | None]) -> None:
+    for wrapper, best in zip(wrappers, bests, strict=True):
+        if best is not None:
+            wrapper["best"] = best.stored()
+
+
 def evaluate(
     policy: PolicySpec,
     states: Sequence[State],
@@ -174,7 +199,8 @@ def evaluate(
     """Run every rule over ``observations`` (in step order) from ``states``; stop at the first stop.
 
     Pure: no I/O, no clock. ``states`` must be one per rule, as returned by a previous evaluation or by
-    :func:`initial_states`. ``ctx`` carries the run's planned length and its cohort for cross-run rules.
+    :func:`initial_states`. ``ctx`` carries the run's planned length and its cohort for cross-run rules;
+    each rule's context also carries its best so far, which the engine moves once per observation.
     """
     ctx = ctx or Context()
     rules = policy.build()
@@ -184,27 +210,39 @@ def evaluate(
     for wrapper, rule in zip(current, rules, strict=True):
         if rule.in_place:
             wrapper["s"] = rule.own_copy(wrapper["s"])
-    # Bound methods and flags looked up once, not per observation (this loop is the engine's hot path).
+    bests = _bests(rules, current)
+    # Bound methods, flags and contexts looked up once, not per observation (this loop is the engine's hot
+    # path).
+    contexts = {id(best): replace(ctx, best=best) for best in bests if best is not None}
     judged = [
-        (index, rule.observe, rule.params.ema, rule.guard or policy.combine == "any")
-        for index, rule in enumerate(rules)
-        if not rule.per_rank
+        (
+            index,
+            rule.observe,
+            rule.params.ema,
+            rule.guard or policy.combine == "any",
+            best,
+            contexts[id(best)],
+        )
+        for index, (rule, best) in enumerate(zip(rules, bests, strict=True))
+        if best is not None
     ]
     verdicts: list[Verdict] = []
     last_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
         stop = False
-        for index, observe, alpha, stops_alone in judged:
+        for index, observe, alpha, stops_alone, best, rule_ctx in judged:
             # ``current`` holds this call's own copies of the wrappers (and of in_place rules' states):
             # update them in place.
             wrapper = current[index]
+            seen = obs
+            if alpha is not None:
+                seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
+            if best.seen is not obs:  # the first rule of its test to judge this observation moves the best
+                best.see(seen.value, seen.step)
+                best.seen = obs
             try:
-                if alpha is None:
-                    inner, verdict = observe(wrapper["s"], obs, ctx)
-                else:
-                    seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
-                    inner, verdict = observe(wrapper["s"], seen, ctx)
+                inner, verdict = observe(wrapper["s"], seen, rule_ctx)
             except Exception as exc:
                 verdict = _failed(rules[index], wrapper, obs.step, exc)
                 if verdict is not None:
@@ -233,7 +271,9 @@ def evaluate(
                 verdicts.append(combined)
                 stop = True
         if stop:
+            _store_bests(current, bests)
             return Evaluation(current, verdicts, obs.step, last_step)
+    _store_bests(current, bests)
     return Evaluation(current, verdicts, None, last_step)
 
 
@@ -254,13 +294,16 @@ def evaluate_late(
     """
     ctx = ctx or Context()
     rules = policy.build()
+    bests = _bests(rules, states)
     for obs in sorted(observations, key=lambda o: o.step):
-        for wrapper, rule in zip(states, rules, strict=True):
-            if not rule.judges_late or rule.per_rank:
+        for wrapper, rule, stored_best in zip(states, rules, bests, strict=True):
+            if not rule.judges_late or stored_best is None:
                 continue
             state = rule.own_copy(wrapper["s"]) if rule.in_place else wrapper["s"]
+            best = stored_best.copy()  # judged on its own: the stored best moves for this point alone
+            best.see(obs.value, obs.step)
             try:
-                _, verdict = rule.observe(state, obs, ctx)
+                _, verdict = rule.observe(state, obs, replace(ctx, best=best))
             except Exception:  # a late point is judged by what can judge it; never fails the batch
                 continue
             if verdict is not None and verdict.action == "stop":

@@ -61,12 +61,55 @@ def cut_of(sorted_values: Sequence[float], q: float) -> tuple[float, int] | None
     return (quantile(sorted_values, q), len(sorted_values)) if sorted_values else None
 
 
+class BestSoFar(Protocol):
+    """The best value so far of what a rule sees, kept by the engine (``tracker.policy._improvement.Best``)
+    and moved once per observation before the rules that share it judge that observation.
+
+    ``value``/``step``: the best after this observation (None before the first finite value that counts);
+    ``previous``/``previous_step``: the best before it; ``improved``: whether this observation is the new
+    best. Only finite values count, and only under the rule's improvement test (its margin, its ties and
+    its warm-up), so ``patience`` and ``checkpoint`` with the same test share one best and cannot disagree
+    about which step it is.
+    """
+
+    @property
+    def value(self) -> float | None: ...
+
+    @property
+    def step(self) -> int | None: ...
+
+    @property
+    def previous(self) -> float | None: ...
+
+    @property
+    def previous_step(self) -> int | None: ...
+
+    @property
+    def improved(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class _NoBest:
+    """The best so far where no engine keeps one (a rule judged on its own): nothing seen yet."""
+
+    value: float | None = None
+    step: int | None = None
+    previous: float | None = None
+    previous_step: int | None = None
+    improved: bool = False
+
+
+NO_BEST: BestSoFar = _NoBest()
+
+
 @dataclass(frozen=True)
 class Context:
-    """Facts about the run that are not points: its planned length, and its cohort (None if unknown)."""
+    """Facts about the run that are not points: its planned length, its cohort (None if unknown), and the
+    best so far of what the rule judging with this context sees (set by the engine, per rule)."""
 
     planned_steps: int | None = None
     cohort: Cohort | None = None
+    best: BestSoFar = NO_BEST
 
 
 @dataclass(frozen=True, init=False)

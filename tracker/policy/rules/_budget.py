@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict
 
 
@@ -33,15 +32,14 @@ class Budget(Rule[BudgetParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"start": None, "best": None, "best_step": None, "stopped": False}
+        return {"start": None, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
             return state, None
         p = self.params
         start = state["start"] if state["start"] is not None else obs.wall_time
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = {**state, "start": start, "best": best, "best_step": best_step}
+        state = {**state, "start": start}
         elapsed = obs.wall_time - start
         if p.max_steps is not None and obs.step >= p.max_steps:
             reason = f"step {obs.step} reached the step budget {p.max_steps}"
@@ -53,7 +51,7 @@ class Budget(Rule[BudgetParams]):
             obs,
             reason=reason,
             evidence={"step": obs.step, "elapsed_s": elapsed, **p.model_dump(exclude={"rule", "ema"})},
-            best_step=best_step,
-            best_value=best,
+            best_step=ctx.best.step,
+            best_value=ctx.best.value,
         )
         return {**state, "stopped": True}, verdict

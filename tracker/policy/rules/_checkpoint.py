@@ -7,13 +7,14 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import improves
-from tracker.policy._types import Context, Observation, Ties, Verdict, better, fmt
+from tracker.policy._improvement import ImprovementTest
+from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
 
 
 class CheckpointParams(RuleParams):
-    """Parameters of ``checkpoint``: the same improvement test as ``patience`` (keep them equal so the saved
-    model is the one a patience stop names as best)."""
+    """Parameters of ``checkpoint``: the same improvement test as ``patience``. Rules whose tests are equal
+    read one best kept by the engine, so with equal parameters the saved model is always the one a
+    patience stop names as best."""
 
     rule: Literal["checkpoint"] = "checkpoint"
     min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
@@ -31,20 +32,18 @@ class Checkpoint(Rule[CheckpointParams]):
     name = "checkpoint"
     stops = False
 
+    def improvement_test(self) -> ImprovementTest:
+        p = self.params
+        return ImprovementTest(self.mode, p.min_delta, p.relative, p.ties, from_step=p.warmup)
+
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None}
+        return {}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        p = self.params
-        if obs.step < p.warmup:
+        seen = ctx.best
+        if not seen.improved:  # the engine moved the best under this rule's test (margin, ties, warm-up)
             return state, None
-        previous, previous_step = state["best"], state["best_step"]
-        if previous is not None and p.ties == "wait" and better(previous, obs.value, self.mode):
-            return state, None  # worse than the best: no margin can make it a new best
-        if not improves(
-            obs.value, previous, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties
-        ):
-            return state, None
+        previous, previous_step = seen.previous, seen.previous_step
         if previous is None:
             reason = f"{self.monitor} first value {fmt(obs.value)} at step {obs.step}: save it"
         else:
@@ -67,4 +66,4 @@ class Checkpoint(Rule[CheckpointParams]):
             best_step=obs.step,
             best_value=obs.value,
         )
-        return {"best": obs.value, "best_step": obs.step}, verdict
+        return state, verdict

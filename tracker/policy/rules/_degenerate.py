@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import warm_up_over
 
@@ -62,8 +61,6 @@ class Degenerate(Rule[DegenerateParams]):
     def initial_state(self) -> State:
         return {
             "ys": [],
-            "best": None,
-            "best_step": None,
             "best_seen": 0,
             "worst": None,
             "seen": 0,
@@ -77,15 +74,15 @@ class Degenerate(Rule[DegenerateParams]):
         state, warm = warm_up_over(
             state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
         )
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
         if worst is None or (obs.value < worst if self.mode == "max" else obs.value > worst):
             worst = obs.value
         seen = state.get("seen", 0) + 1
-        if best_step == obs.step:
+        if ctx.best.improved:
             state["best_seen"] = seen
         # In place: evaluate handed us our own copy.
-        state["best"], state["best_step"], state["worst"], state["seen"] = best, best_step, worst, seen
+        state["worst"], state["seen"] = worst, seen
         ys = state["ys"]
         ys.append(obs.value)
         if len(ys) > p.window:

@@ -44,7 +44,7 @@ class Divergence(Rule[DivergenceParams]):
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None, "first": None, "stopped": False}
+        return {"first": None, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
@@ -52,16 +52,14 @@ class Divergence(Rule[DivergenceParams]):
         # In place (evaluate handed this rule its own copy), and cheap on the common path: it runs on every
         # point of the default policy, and most points are no worse than the best by much.
         p = self.params
-        value, previous = obs.value, state["best"]
+        seen = ctx.best
+        value, previous = obs.value, seen.previous
         worse = 0.0  # how much worse than the best (negative: better)
         if previous is not None:
             worse = value - previous if self.mode == "min" else previous - value
         first = state.get("first")  # absent from states stored before run_factor
-        if math.isfinite(value):
-            if first is None:
-                first = state["first"] = value
-            if previous is None or worse < 0:
-                state["best"], state["best_step"] = value, obs.step
+        if first is None and math.isfinite(value):
+            first = state["first"] = value
         if obs.step < p.warmup:
             return state, None
         reason = None
@@ -72,7 +70,7 @@ class Divergence(Rule[DivergenceParams]):
         elif p.factor is not None and worse > p.factor * abs(previous):
             reason = (
                 f"{self.monitor} is {fmt(value)} at step {obs.step}, worse than its best "
-                f"{fmt(previous)} (step {state['best_step']}) by more than {p.factor:g} x |best|"
+                f"{fmt(previous)} (step {seen.step}) by more than {p.factor:g} x |best|"
             )
         elif p.run_factor is not None and first is not None:
             # The difference over the factor, not best + factor * scale: that overflows near 1e308.
@@ -80,7 +78,7 @@ class Divergence(Rule[DivergenceParams]):
             if scale > 0 and worse / p.run_factor > scale:
                 reason = (
                     f"{self.monitor} is {fmt(value)} at step {obs.step}, worse than its best "
-                    f"{fmt(previous)} (step {state['best_step']}) by more than {p.run_factor:g} x the run's "
+                    f"{fmt(previous)} (step {seen.step}) by more than {p.run_factor:g} x the run's "
                     f"scale {fmt(scale)} (the larger of |best| and its progress from {fmt(first)})"
                 )
         if reason is None:
@@ -93,11 +91,11 @@ class Divergence(Rule[DivergenceParams]):
                 "bound": p.bound,
                 "factor": p.factor,
                 "run_factor": p.run_factor,
-                "best": state["best"],
+                "best": seen.value,
                 "first": first,
             },
-            best_step=state["best_step"],
-            best_value=state["best"],
+            best_step=seen.step,
+            best_value=seen.value,
         )
         state["stopped"] = True
         return state, verdict

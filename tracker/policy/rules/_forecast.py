@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._stats import trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import lr_warmup_over
@@ -51,7 +50,7 @@ class Forecast(Rule[ForecastParams]):
         return (self.params.lr_key,) if self.params.lr_key else ()
 
     def initial_state(self) -> State:
-        return {"xs": [], "ys": [], "best": None, "best_step": None, "first": None, "stopped": False}
+        return {"xs": [], "ys": [], "first": None, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -59,11 +58,9 @@ class Forecast(Rule[ForecastParams]):
             return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
         state, _ = lr_warmup_over(state, lr)
-        best, best_step = state["best"], state["best_step"]
+        best, best_step = ctx.best.value, ctx.best.step
         if math.isfinite(obs.value):  # NaN/inf move neither the best nor the window
             # In place: evaluate handed this rule its own copy of the state.
-            best, best_step = update_best(best, best_step, obs.value, obs.step, mode=self.mode)
-            state["best"], state["best_step"] = best, best_step
             if state.get("first") is None:
                 state["first"] = obs.value
             xs, ys = state["xs"], state["ys"]

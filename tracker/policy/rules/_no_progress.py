@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._stats import noise_sigma
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import push, warm_up_over
@@ -41,7 +40,7 @@ class NoProgress(Rule[NoProgressParams]):
         return (self.params.lr_key,) if self.params.lr_key else ()
 
     def initial_state(self) -> State:
-        return {"first": None, "best": None, "best_step": None, "xs": [], "ys": [], "wait": 0, "done": False}
+        return {"first": None, "xs": [], "ys": [], "wait": 0, "done": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -51,9 +50,9 @@ class NoProgress(Rule[NoProgressParams]):
         state, warm = warm_up_over(
             state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
         )
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        first = state["first"] if state["first"] is not None else (best if best is not None else None)
-        state = push(state, obs, 20, best=best, best_step=best_step, first=first)
+        best, best_step = ctx.best.value, ctx.best.step
+        first = state["first"] if state["first"] is not None else best
+        state = push(state, obs, 20, first=first)
         if first is None or best is None:
             return state, None
         sigma = noise_sigma(state["ys"])

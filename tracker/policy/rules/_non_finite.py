@@ -6,7 +6,7 @@ import math
 from typing import Literal
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, better, fmt
+from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
 class NonFiniteParams(RuleParams):
@@ -26,18 +26,12 @@ class NonFinite(Rule[NonFiniteParams]):
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None, "stopped": False}
+        return {"stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        if state["stopped"]:
+        if state["stopped"] or math.isfinite(obs.value):
             return state, None
-        value = obs.value
-        if math.isfinite(value):
-            best = state["best"]
-            if best is None or better(value, best, self.mode):
-                return {**state, "best": value, "best_step": obs.step}, None
-            return state, None
-        best, best_step = state["best"], state["best_step"]
+        best, best_step = ctx.best.value, ctx.best.step
         keep = f"; best {fmt(best)} at step {best_step}" if best is not None else ""
         verdict = self.stop(
             obs,

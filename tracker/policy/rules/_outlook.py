@@ -10,9 +10,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._stats import noise_sigma, step_noise
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
 
 # The best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
@@ -81,8 +80,6 @@ class Outlook(Rule[OutlookParams]):
 
     def initial_state(self) -> State:
         return {
-            "best": None,
-            "best_step": None,
             "first": None,
             "path": [],
             "recent": [],
@@ -103,10 +100,9 @@ class Outlook(Rule[OutlookParams]):
         if not math.isfinite(obs.value):
             return state, None
         # In place: evaluate handed this rule its own copy of the state.
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
         path, recent = state["path"], state["recent"]
-        if best_step == obs.step:
-            path.append([obs.step, best])
+        if ctx.best.improved:
+            path.append([obs.step, ctx.best.value])
             if len(path) > _MAX_PATH:
                 del path[1:-1:2]  # thin the middle, keep the first and the latest
         recent.append(obs.value)
@@ -114,7 +110,6 @@ class Outlook(Rule[OutlookParams]):
             del recent[0]
         if state["first"] is None:
             state["first"] = obs.value
-        state["best"], state["best_step"] = best, best_step
         state["seen"] += 1
         verdict = self._stop_if_spent(state, obs, ctx, lr)
         if verdict is not None:
@@ -133,11 +128,13 @@ class Outlook(Rule[OutlookParams]):
             return None
         if lr is not None and self._schedule_pending(state, lr):
             return None
-        best, first = state["best"], state["first"]
+        best, first = ctx.best.value, state["first"]
+        if best is None:  # never: this value is finite, so it set or kept a finite best
+            return None
         progress = abs(best - first)
         if progress == 0.0:
             return None
-        if p.retreat is not None and (stop := self._retreat(state, obs, p.retreat, progress, planned, lr)):
+        if p.retreat is not None and (stop := self._retreat(state, obs, ctx, progress, planned, lr)):
             return stop
         path = state["path"]  # ordered by step: the best so far at t / 2 is the last entry at or before it
         at_half = bisect.bisect_right(path, t / 2, key=_step_of)
@@ -173,9 +170,9 @@ class Outlook(Rule[OutlookParams]):
             "planned_steps": planned,
             "lr": lr,
         }
-        return self._spent(state, obs, evidence)
+        return self._spent(ctx.best, obs, evidence)
 
-    def _spent(self, state: State, obs: Observation, evidence: dict[str, Any]) -> Verdict:
+    def _spent(self, seen: BestSoFar, obs: Observation, evidence: dict[str, Any]) -> Verdict:
         """The stop when the outlook is spent, its sentence written from its evidence."""
         e, t = evidence, obs.step
         counted = f" ({e['pace']:.3g} beyond its step-to-step noise)" if self.params.noise_discount else ""
@@ -184,11 +181,9 @@ class Outlook(Rule[OutlookParams]):
             f"run (steps {t // 2}-{t}); at that pace the {e['doublings_left']:.2g} doublings left to the "
             f"planned end (step {e['planned_steps']}) add {e['outlook']:.3g}, at most "
             f"{e['relative_delta']:g} of its progress so far ({e['progress']:.3g}); "
-            f"keep step {state['best_step']} ({fmt(state['best'])})"
+            f"keep step {seen.step} ({fmt(seen.value)})"
         )
-        return self.stop(
-            obs, reason=reason, evidence=evidence, best_step=state["best_step"], best_value=state["best"]
-        )
+        return self.stop(obs, reason=reason, evidence=evidence, best_step=seen.step, best_value=seen.value)
 
     def _schedule_pending(self, state: State, lr: float) -> bool:
         """Whether the logged learning rate says the schedule has gains to come: it is still warming up
@@ -204,13 +199,16 @@ class Outlook(Rule[OutlookParams]):
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
     def _retreat(
-        self, state: State, obs: Observation, retreat: float, progress: float, planned: int, lr: float | None
+        self, state: State, obs: Observation, ctx: Context, progress: float, planned: int, lr: float | None
     ) -> Verdict | None:
         """A stop when each of the last ``retreat_window`` values falls short of the best by more than the
         bars (a share of the progress, a multiple of the step-to-step noise); None otherwise."""
         p = self.params
+        retreat = p.retreat or 0.0  # set: the caller asks only then
         recent = state["recent"]
-        best = state["best"]
+        best, best_step = ctx.best.value, ctx.best.step
+        if best is None:
+            return None
         sign = 1.0 if self.mode == "max" else -1.0
         # The latest value first: on most points of a run still at or near its best this ends it.
         if sign * (best - obs.value) <= retreat * progress or len(recent) < p.retreat_window:
@@ -221,10 +219,10 @@ class Outlook(Rule[OutlookParams]):
         if shortfall <= bar or progress <= p.learned_noise * jitter:
             return None
         reason = (
-            f"{self.monitor} has stayed worse than its best {fmt(best)} (step {state['best_step']}) for its "
+            f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
             f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {retreat:g} of "
             f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g}); "
-            f"keep step {state['best_step']}"
+            f"keep step {best_step}"
         )
         return self.stop(
             obs,
@@ -240,6 +238,6 @@ class Outlook(Rule[OutlookParams]):
                 "planned_steps": planned,
                 "lr": lr,
             },
-            best_step=state["best_step"],
+            best_step=best_step,
             best_value=best,
         )

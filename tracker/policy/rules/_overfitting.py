@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
+from tracker.policy._improvement import ImprovementTest
 from tracker.policy._stats import one_sided_p, trend
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
@@ -35,8 +35,12 @@ class Overfitting(Rule[OverfittingParams]):
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.train_key,)
 
+    def improvement_test(self) -> ImprovementTest:
+        # Steps below the warm-up are not judged, and do not set the best either.
+        return ImprovementTest(self.mode, from_step=self.params.warmup)
+
     def initial_state(self) -> State:
-        return {"xs": [], "val": [], "train": [], "best": None, "best_step": None, "stopped": False}
+        return {"xs": [], "val": [], "train": [], "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
@@ -45,11 +49,11 @@ class Overfitting(Rule[OverfittingParams]):
             return state, None
         if not (math.isfinite(obs.value) and math.isfinite(train)):
             return state, None
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        best, best_step = ctx.best.value, ctx.best.step
         xs = [*state["xs"], obs.step][-p.window :]
         val = [*state["val"], obs.value][-p.window :]
         trn = [*state["train"], train][-p.window :]
-        state = {**state, "xs": xs, "val": val, "train": trn, "best": best, "best_step": best_step}
+        state = {**state, "xs": xs, "val": val, "train": trn}
         if len(xs) < p.window:
             return state, None
         val_trend = trend(xs, val, alpha=p.alpha, batches=p.batches)

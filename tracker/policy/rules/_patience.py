@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import improves, needed
-from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
+from tracker.policy._improvement import ImprovementTest, needed
+from tracker.policy._types import BestSoFar, Context, Observation, Ties, Verdict, fmt
 
 
 class PatienceParams(RuleParams):
@@ -43,25 +43,28 @@ class Patience(Rule[PatienceParams]):
 
     name = "patience"
 
+    def improvement_test(self) -> ImprovementTest:
+        p = self.params
+        return ImprovementTest(self.mode, p.min_delta, p.relative, p.ties, from_step=p.warmup)
+
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None, "wait": 0, "stopped": False}
+        return {"wait": 0, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         if state["stopped"] or obs.step < p.warmup:
             return state, None
-        best = state["best"]
-        if improves(obs.value, best, mode=self.mode, min_delta=p.min_delta, relative=p.relative, ties=p.ties):
-            return {"best": obs.value, "best_step": obs.step, "wait": 0, "stopped": False}, None
+        if ctx.best.improved:
+            return {"wait": 0, "stopped": False}, None
         wait = state["wait"] + 1
         if wait < p.patience:
             return {**state, "wait": wait}, None
         new_state = {**state, "wait": wait, "stopped": True}
-        return new_state, self._stop_verdict(new_state, obs)
+        return new_state, self._stop_verdict(wait, ctx.best, obs)
 
-    def _stop_verdict(self, state: State, obs: Observation) -> Verdict:
+    def _stop_verdict(self, wait: int, seen: BestSoFar, obs: Observation) -> Verdict:
         p = self.params
-        best, best_step, wait = state["best"], state["best_step"], state["wait"]
+        best, best_step = seen.value, seen.step
         delta = ""
         if p.min_delta:
             delta = f" by more than {p.min_delta:g}{' x |best|' if p.relative else ''}"

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
+from tracker.policy._improvement import ImprovementTest
 from tracker.policy._stats import mann_kendall, noise_sigma, tost_p, trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import push
@@ -54,15 +54,19 @@ class Plateau(Rule[PlateauParams]):
 
     name = "plateau"
 
+    def improvement_test(self) -> ImprovementTest:
+        # Steps below the warm-up are not judged, and do not set the best either.
+        return ImprovementTest(self.mode, from_step=self.params.warmup)
+
     def initial_state(self) -> State:
-        return {"xs": [], "ys": [], "best": None, "best_step": None, "stopped": False}
+        return {"xs": [], "ys": [], "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         if state["stopped"] or obs.step < p.warmup:
             return state, None
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = push(state, obs, p.window, best=best, best_step=best_step)
+        best, best_step = ctx.best.value, ctx.best.step
+        state = push(state, obs, p.window)
         xs, ys = state["xs"], state["ys"]
         if len(ys) < p.window:
             return state, None

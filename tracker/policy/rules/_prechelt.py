@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
+from tracker.policy._improvement import ImprovementTest
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
@@ -37,10 +37,12 @@ class Prechelt(Rule[PrecheltParams]):
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.train_key,) if self.params.train_key else ()
 
+    def improvement_test(self) -> ImprovementTest:
+        # Steps below the warm-up are not judged, and do not set the best either.
+        return ImprovementTest(self.mode, from_step=self.params.warmup)
+
     def initial_state(self) -> State:
         return {
-            "best": None,
-            "best_step": None,
             "strip": [],
             "count": 0,
             "last_strip_end": None,
@@ -52,11 +54,11 @@ class Prechelt(Rule[PrecheltParams]):
         p = self.params
         if state["stopped"] or obs.step < p.warmup or not math.isfinite(obs.value):
             return state, None
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode="min")
+        best, best_step = ctx.best.value, ctx.best.step  # mode min: the policy's mode, checked
         train = obs.extras.get(p.train_key) if p.train_key else None
         strip = [*state["strip"], train][-p.strip :]
         count = state["count"] + 1
-        state = {**state, "best": best, "best_step": best_step, "strip": strip, "count": count}
+        state = {**state, "strip": strip, "count": count}
         if best is None or best <= 0:
             return state, None
         gl = 100.0 * (obs.value / best - 1.0)

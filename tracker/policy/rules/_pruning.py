@@ -8,7 +8,6 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
 
 PRUNING_RULES = frozenset({"percentile", "asha"})
@@ -49,13 +48,13 @@ class Percentile(Rule[PercentileParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None, "seen": 0, "stopped": False}
+        return {"seen": 0, "stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
+        best, best_step = ctx.best.value, ctx.best.step
         seen = state.get("seen", 0) + 1
-        state = {**state, "best": best, "best_step": best_step, "seen": seen}
+        state = {**state, "seen": seen}
         cohort = ctx.cohort
         if state["stopped"] or cohort is None or obs.step < p.warmup or seen <= p.warmup_evaluations:
             return state, None
@@ -121,7 +120,7 @@ class Asha(Rule[AshaParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"rung": 0, "best": None, "best_step": None, "stopped": False, "uncompared": []}
+        return {"rung": 0, "stopped": False, "uncompared": []}
 
     def rung_step(self, k: int) -> int:
         """The step of rung ``k``; past the largest step a point can carry, a step no point reaches."""
@@ -152,8 +151,7 @@ class Asha(Rule[AshaParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = {**state, "best": best, "best_step": best_step}
+        best, best_step = ctx.best.value, ctx.best.step
         cohort = ctx.cohort
         if state["stopped"] or cohort is None:
             return state, None

@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import update_best
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
@@ -28,13 +27,11 @@ class Threshold(Rule[ThresholdParams]):
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"best": None, "best_step": None, "stopped": False}
+        return {"stopped": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         if state["stopped"]:
             return state, None
-        best, best_step = update_best(state["best"], state["best_step"], obs.value, obs.step, mode=self.mode)
-        state = {**state, "best": best, "best_step": best_step}
         target = self.params.stop_at
         reached = obs.value >= target if self.mode == "max" else obs.value <= target
         if obs.step < self.params.warmup or not reached:
@@ -43,7 +40,7 @@ class Threshold(Rule[ThresholdParams]):
             obs,
             reason=f"{self.monitor} reached {fmt(obs.value)} at step {obs.step} (target {fmt(target)})",
             evidence={"value": obs.value, "target": target, "mode": self.mode},
-            best_step=best_step,
-            best_value=best,
+            best_step=ctx.best.step,
+            best_value=ctx.best.value,
         )
         return {**state, "stopped": True}, verdict
