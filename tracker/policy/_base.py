@@ -51,9 +51,6 @@ class Rule(ABC, Generic[P]):
     # ``per_rank`` rules (distributed health: straggler, staleness) watch their own key on every rank, not
     # the monitored metric, and only raise alerts.
     per_rank: ClassVar[bool] = False
-    # ``in_place`` rules change the state they are given and return it: ``evaluate`` hands them a private
-    # copy (``own_copy``) once per call, instead of the rule copying its state on every observation.
-    in_place: ClassVar[bool] = False
     # ``judges_late`` rules judge a point on its own (against their state, not the order of steps), so a
     # monitored point that arrives after later steps were judged is still judged by them (evaluate_late).
     judges_late: ClassVar[bool] = False
@@ -82,12 +79,18 @@ class Rule(ABC, Generic[P]):
 
     @abstractmethod
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        """Judge one observation; returns the new state and a verdict or None. Must not mutate ``state``,
-        unless the rule is ``in_place`` and ``state`` came from :meth:`own_copy`."""
+        """Judge one observation; returns the state (changed in place) and a verdict or None.
+
+        The engine hands each rule its own copy of its state once per evaluation (:meth:`own_copy`), so a
+        rule changes it in place rather than copying it per observation. A rule that has said ``stop`` is
+        not asked again: the engine keeps that flag, and the best so far (``ctx.best``)."""
 
     def own_copy(self, state: State) -> State:
-        """A copy of ``state`` an ``in_place`` rule may change: the dict and its lists are new."""
-        return {key: value[:] if isinstance(value, list) else value for key, value in state.items()}
+        """A copy of ``state`` the rule may change in place: the dict and its lists and dicts are new
+        (states hold scalars, and lists or dicts of scalars)."""
+        return {
+            key: value.copy() if isinstance(value, list | dict) else value for key, value in state.items()
+        }
 
     def stop(
         self,

@@ -89,7 +89,9 @@ class Evaluation:
 
 
 def initial_states(policy: PolicySpec) -> list[State]:
-    return [{"s": rule.initial_state(), "ema": None, "vote": None} for rule in policy.build()]
+    return [
+        {"s": rule.initial_state(), "ema": None, "vote": None, "stopped": False} for rule in policy.build()
+    ]
 
 
 def _smoothed(
@@ -110,16 +112,13 @@ def evaluate_per_rank(
     Pure, like :func:`evaluate`; other rules' states are returned unchanged.
     """
     rules = policy.build()
-    current: list[dict[str, Any]] = [dict(s) for s in states]
+    current = _own_copies(rules, states)
     verdicts: list[Verdict] = []
-    for index, rule in enumerate(rules):
+    for wrapper, rule in zip(current, rules, strict=True):
         if not rule.per_rank:
             continue
-        if rule.in_place:
-            current[index]["s"] = rule.own_copy(current[index]["s"])
         for obs in sorted(observations.get(rule.watch_key(), []), key=lambda o: (o.step, o.rank)):
-            inner, verdict = rule.observe(current[index]["s"], obs, Context())
-            current[index] = {**current[index], "s": inner}
+            wrapper["s"], verdict = rule.observe(wrapper["s"], obs, Context())
             if verdict is not None:
                 verdicts.append(verdict)
     return current, verdicts
@@ -190,6 +189,18 @@ def _store_bests(wrappers: list[dict[str, Any]], bests: list[Best | None]) -> No
             wrapper["best"] = best.stored()
 
 
+def _own_copies(rules: list[Rule[Any]], states: Sequence[State]) -> list[dict[str, Any]]:
+    """This call's own copies of the wrappers and of the rules' states, which the rules then change in
+    place: one copy per rule and call, not one per observation. A state stored before the engine kept the
+    stopped flag says so inside the rule's own state."""
+    current: list[dict[str, Any]] = []
+    for wrapper, rule in zip(states, rules, strict=True):
+        inner = wrapper["s"]
+        stopped = wrapper["stopped"] if "stopped" in wrapper else bool(inner.get("stopped"))
+        current.append({**wrapper, "s": rule.own_copy(inner), "stopped": stopped})
+    return current
+
+
 def evaluate(
     policy: PolicySpec,
     states: Sequence[State],
@@ -206,10 +217,7 @@ def evaluate(
     rules = policy.build()
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
-    current: list[dict[str, Any]] = [dict(s) for s in states]
-    for wrapper, rule in zip(current, rules, strict=True):
-        if rule.in_place:
-            wrapper["s"] = rule.own_copy(wrapper["s"])
+    current = _own_copies(rules, states)
     bests = _bests(rules, current)
     # Bound methods, flags and contexts looked up once, not per observation (this loop is the engine's hot
     # path).
@@ -232,7 +240,7 @@ def evaluate(
         last_step = obs.step
         stop = False
         for index, observe, alpha, stops_alone, best, rule_ctx in judged:
-            # ``current`` holds this call's own copies of the wrappers (and of in_place rules' states):
+            # ``current`` holds this call's own copies of the wrappers and of the rules' states:
             # update them in place.
             wrapper = current[index]
             seen = obs
@@ -241,6 +249,8 @@ def evaluate(
             if best.seen is not obs:  # the first rule of its test to judge this observation moves the best
                 best.see(seen.value, seen.step)
                 best.seen = obs
+            if wrapper["stopped"]:  # a rule that has said stop (alone or as a vote) has nothing more to say
+                continue
             try:
                 inner, verdict = observe(wrapper["s"], seen, rule_ctx)
             except Exception as exc:
@@ -251,19 +261,18 @@ def evaluate(
             wrapper["s"] = inner
             if verdict is None:
                 continue
+            if verdict.action == "stop":
+                wrapper["stopped"] = True
             if verdict.action != "stop" or stops_alone:
                 verdicts.append(verdict)
                 stop = stop or verdict.action == "stop"
             elif wrapper["vote"] is None:
-                current[index] = {
-                    **wrapper,
-                    "vote": {
-                        "rule": verdict.rule,
-                        "step": verdict.step,
-                        "reason": verdict.reason,
-                        "best_step": verdict.best_step,
-                        "best_value": verdict.best_value,
-                    },
+                wrapper["vote"] = {
+                    "rule": verdict.rule,
+                    "step": verdict.step,
+                    "reason": verdict.reason,
+                    "best_step": verdict.best_step,
+                    "best_value": verdict.best_value,
                 }
         if not stop and policy.combine == "all":
             combined = _combined(rules, current, obs.step)
@@ -294,12 +303,13 @@ def evaluate_late(
     """
     ctx = ctx or Context()
     rules = policy.build()
-    bests = _bests(rules, states)
+    current = _own_copies(rules, states)
+    bests = _bests(rules, current)
     for obs in sorted(observations, key=lambda o: o.step):
-        for wrapper, rule, stored_best in zip(states, rules, bests, strict=True):
-            if not rule.judges_late or stored_best is None:
+        for wrapper, rule, stored_best in zip(current, rules, bests, strict=True):
+            if not rule.judges_late or stored_best is None or wrapper["stopped"]:
                 continue
-            state = rule.own_copy(wrapper["s"]) if rule.in_place else wrapper["s"]
+            state = rule.own_copy(wrapper["s"])  # judged on its own: a throwaway copy
             best = stored_best.copy()  # judged on its own: the stored best moves for this point alone
             best.see(obs.value, obs.step)
             try:

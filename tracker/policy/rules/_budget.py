@@ -32,14 +32,13 @@ class Budget(Rule[BudgetParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"start": None, "stopped": False}
+        return {"start": None}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        if state["stopped"]:
-            return state, None
         p = self.params
-        start = state["start"] if state["start"] is not None else obs.wall_time
-        state = {**state, "start": start}
+        if state["start"] is None:
+            state["start"] = obs.wall_time
+        start = state["start"]
         elapsed = obs.wall_time - start
         if p.max_steps is not None and obs.step >= p.max_steps:
             reason = f"step {obs.step} reached the step budget {p.max_steps}"
@@ -54,4 +53,4 @@ class Budget(Rule[BudgetParams]):
             best_step=ctx.best.step,
             best_value=ctx.best.value,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

@@ -53,7 +53,6 @@ class Degenerate(Rule[DegenerateParams]):
     """NaN/inf are left to ``non_finite`` and not counted. Silent after it stops."""
 
     name = "degenerate"
-    in_place = True
 
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.lr_key,) if self.params.lr_key else ()
@@ -64,12 +63,11 @@ class Degenerate(Rule[DegenerateParams]):
             "best_seen": 0,
             "worst": None,
             "seen": 0,
-            "stopped": False,
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"] or not math.isfinite(obs.value):
+        if not math.isfinite(obs.value):
             return state, None
         state, warm = warm_up_over(
             state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
@@ -121,7 +119,6 @@ class Degenerate(Rule[DegenerateParams]):
             best_step=best_step,
             best_value=best,
         )
-        state["stopped"] = True
         return state, verdict
 
     def _kind(

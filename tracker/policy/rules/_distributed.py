@@ -35,8 +35,7 @@ def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[S
     """Hysteresis per rank: flagged after ``reports`` bad reports in a row, cleared only after ``reports``
     good ones in a row, so a noisy report neither raises nor clears an alert. Returns (state, newly)."""
     rank = str(obs.rank)
-    runs = dict(state["runs"])
-    flagged = list(state["flagged"])
+    runs, flagged = state["runs"], state["flagged"]  # in place: the engine handed us our own copy
     count = runs.get(rank, 0)
     # Positive counts bad reports in a row, negative counts good ones.
     count = (count + 1 if count > 0 else 1) if bad else (count - 1 if count < 0 else -1)
@@ -47,7 +46,7 @@ def _flag(state: State, obs: Observation, *, bad: bool, reports: int) -> tuple[S
         newly = True
     elif -count >= reports and rank in flagged:
         flagged.remove(rank)
-    return {"runs": runs, "flagged": flagged}, newly
+    return state, newly
 
 
 HP = TypeVar("HP", bound=PerRankParams)

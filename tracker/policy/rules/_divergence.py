@@ -40,15 +40,12 @@ class Divergence(Rule[DivergenceParams]):
 
     name = "divergence"
     guard = True
-    in_place = True
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"first": None, "stopped": False}
+        return {"first": None}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        if state["stopped"]:
-            return state, None
         # In place (evaluate handed this rule its own copy), and cheap on the common path: it runs on every
         # point of the default policy, and most points are no worse than the best by much.
         p = self.params
@@ -97,5 +94,4 @@ class Divergence(Rule[DivergenceParams]):
             best_step=seen.step,
             best_value=seen.value,
         )
-        state["stopped"] = True
         return state, verdict

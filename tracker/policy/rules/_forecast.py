@@ -44,18 +44,15 @@ class Forecast(Rule[ForecastParams]):
     """NaN/inf are left out of the window; silent after it stops."""
 
     name = "forecast"
-    in_place = True
 
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.lr_key,) if self.params.lr_key else ()
 
     def initial_state(self) -> State:
-        return {"xs": [], "ys": [], "first": None, "stopped": False}
+        return {"xs": [], "ys": [], "first": None}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"]:
-            return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
         state, _ = lr_warmup_over(state, lr)
         best, best_step = ctx.best.value, ctx.best.step
@@ -118,5 +115,4 @@ class Forecast(Rule[ForecastParams]):
             best_step=best_step,
             best_value=best,
         )
-        state["stopped"] = True
         return state, verdict

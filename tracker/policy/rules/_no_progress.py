@@ -40,11 +40,11 @@ class NoProgress(Rule[NoProgressParams]):
         return (self.params.lr_key,) if self.params.lr_key else ()
 
     def initial_state(self) -> State:
-        return {"first": None, "xs": [], "ys": [], "wait": 0, "done": False}
+        return {"first": None, "xs": [], "ys": [], "wait": 0, "learned": False}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["done"]:
+        if state.get("learned") or state.get("done"):  # ("done": its name in states stored before)
             return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
         state, warm = warm_up_over(
@@ -52,18 +52,20 @@ class NoProgress(Rule[NoProgressParams]):
         )
         best, best_step = ctx.best.value, ctx.best.step
         first = state["first"] if state["first"] is not None else best
-        state = push(state, obs, 20, first=first)
+        state["first"] = first
+        state = push(state, obs, 20)
         if first is None or best is None:
             return state, None
         sigma = noise_sigma(state["ys"])
         delta = p.delta if p.delta is not None else p.noise_factor * sigma
         gain = best - first if self.mode == "max" else first - best
         if len(state["ys"]) >= 3 and gain > delta:
-            return {**state, "done": True}, None  # it learns: this rule has nothing more to say
+            state["learned"] = True  # it learns: this rule has nothing more to say
+            return state, None
         if not warm:
             return state, None
         wait = state["wait"] + 1
-        state = {**state, "wait": wait}
+        state["wait"] = wait
         if wait < p.patience:
             return state, None
         reason = (
@@ -85,4 +87,4 @@ class NoProgress(Rule[NoProgressParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "done": True}, verdict
+        return state, verdict

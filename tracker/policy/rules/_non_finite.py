@@ -26,10 +26,10 @@ class NonFinite(Rule[NonFiniteParams]):
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"stopped": False}
+        return {}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        if state["stopped"] or math.isfinite(obs.value):
+        if math.isfinite(obs.value):
             return state, None
         best, best_step = ctx.best.value, ctx.best.step
         keep = f"; best {fmt(best)} at step {best_step}" if best is not None else ""
@@ -40,4 +40,4 @@ class NonFinite(Rule[NonFiniteParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

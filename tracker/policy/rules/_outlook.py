@@ -73,7 +73,6 @@ class Outlook(Rule[OutlookParams]):
     """NaN/inf move nothing (``non_finite`` judges them). Ties do not improve. Silent after it stops."""
 
     name = "outlook"
-    in_place = True
 
     def required_keys(self) -> tuple[str, ...]:
         return (self.params.lr_key,) if self.params.lr_key else ()
@@ -84,13 +83,10 @@ class Outlook(Rule[OutlookParams]):
             "path": [],
             "recent": [],
             "seen": 0,
-            "stopped": False,
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"]:
-            return state, None
         lr = obs.extras.get(p.lr_key) if p.lr_key else None
         if lr is not None and lr != state.get("lr") and math.isfinite(lr):  # the same rate: nothing moves
             state["lr_rising"] = lr > (state.get("lr") or 0.0)
@@ -111,10 +107,7 @@ class Outlook(Rule[OutlookParams]):
         if state["first"] is None:
             state["first"] = obs.value
         state["seen"] += 1
-        verdict = self._stop_if_spent(state, obs, ctx, lr)
-        if verdict is not None:
-            state["stopped"] = True
-        return state, verdict
+        return state, self._stop_if_spent(state, obs, ctx, lr)
 
     def _stop_if_spent(
         self, state: State, obs: Observation, ctx: Context, lr: float | None

@@ -40,20 +40,20 @@ class Overfitting(Rule[OverfittingParams]):
         return ImprovementTest(self.mode, from_step=self.params.warmup)
 
     def initial_state(self) -> State:
-        return {"xs": [], "val": [], "train": [], "stopped": False}
+        return {"xs": [], "val": [], "train": []}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         train = obs.extras.get(p.train_key)
-        if state["stopped"] or obs.step < p.warmup or train is None:
+        if obs.step < p.warmup or train is None:
             return state, None
         if not (math.isfinite(obs.value) and math.isfinite(train)):
             return state, None
         best, best_step = ctx.best.value, ctx.best.step
-        xs = [*state["xs"], obs.step][-p.window :]
-        val = [*state["val"], obs.value][-p.window :]
-        trn = [*state["train"], train][-p.window :]
-        state = {**state, "xs": xs, "val": val, "train": trn}
+        xs, val, trn = state["xs"], state["val"], state["train"]
+        for window, value in ((xs, obs.step), (val, obs.value), (trn, train)):
+            window.append(value)
+            del window[: -p.window]
         if len(xs) < p.window:
             return state, None
         val_trend = trend(xs, val, alpha=p.alpha, batches=p.batches)
@@ -80,4 +80,4 @@ class Overfitting(Rule[OverfittingParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

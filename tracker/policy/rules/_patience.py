@@ -48,19 +48,19 @@ class Patience(Rule[PatienceParams]):
         return ImprovementTest(self.mode, p.min_delta, p.relative, p.ties, from_step=p.warmup)
 
     def initial_state(self) -> State:
-        return {"wait": 0, "stopped": False}
+        return {"wait": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"] or obs.step < p.warmup:
+        if obs.step < p.warmup:
             return state, None
         if ctx.best.improved:
-            return {"wait": 0, "stopped": False}, None
-        wait = state["wait"] + 1
+            state["wait"] = 0
+            return state, None
+        wait = state["wait"] = state["wait"] + 1
         if wait < p.patience:
-            return {**state, "wait": wait}, None
-        new_state = {**state, "wait": wait, "stopped": True}
-        return new_state, self._stop_verdict(wait, ctx.best, obs)
+            return state, None
+        return state, self._stop_verdict(wait, ctx.best, obs)
 
     def _stop_verdict(self, wait: int, seen: BestSoFar, obs: Observation) -> Verdict:
         p = self.params

@@ -59,11 +59,11 @@ class Plateau(Rule[PlateauParams]):
         return ImprovementTest(self.mode, from_step=self.params.warmup)
 
     def initial_state(self) -> State:
-        return {"xs": [], "ys": [], "stopped": False}
+        return {"xs": [], "ys": []}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"] or obs.step < p.warmup:
+        if obs.step < p.warmup:
             return state, None
         best, best_step = ctx.best.value, ctx.best.step
         state = push(state, obs, p.window)
@@ -108,4 +108,4 @@ class Plateau(Rule[PlateauParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

@@ -47,18 +47,18 @@ class Prechelt(Rule[PrecheltParams]):
             "count": 0,
             "last_strip_end": None,
             "ups": 0,
-            "stopped": False,
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if state["stopped"] or obs.step < p.warmup or not math.isfinite(obs.value):
+        if obs.step < p.warmup or not math.isfinite(obs.value):
             return state, None
         best, best_step = ctx.best.value, ctx.best.step  # mode min: the policy's mode, checked
         train = obs.extras.get(p.train_key) if p.train_key else None
-        strip = [*state["strip"], train][-p.strip :]
-        count = state["count"] + 1
-        state = {**state, "strip": strip, "count": count}
+        strip = state["strip"]
+        strip.append(train)
+        del strip[: -p.strip]
+        count = state["count"] = state["count"] + 1
         if best is None or best <= 0:
             return state, None
         gl = 100.0 * (obs.value / best - 1.0)
@@ -81,7 +81,7 @@ class Prechelt(Rule[PrecheltParams]):
                 return state, None
             previous = state["last_strip_end"]
             ups = state["ups"] + 1 if previous is not None and obs.value > previous else 0
-            state = {**state, "last_strip_end": obs.value, "ups": ups}
+            state["last_strip_end"], state["ups"] = obs.value, ups
             evidence["ups"] = ups
             fired = ups >= p.successive
             detail = f"validation loss rose at the end of {ups} successive strips of {p.strip}"
@@ -94,4 +94,4 @@ class Prechelt(Rule[PrecheltParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

@@ -48,15 +48,14 @@ class Percentile(Rule[PercentileParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"seen": 0, "stopped": False}
+        return {"seen": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
         best, best_step = ctx.best.value, ctx.best.step
-        seen = state.get("seen", 0) + 1
-        state = {**state, "seen": seen}
+        seen = state["seen"] = state.get("seen", 0) + 1
         cohort = ctx.cohort
-        if state["stopped"] or cohort is None or obs.step < p.warmup or seen <= p.warmup_evaluations:
+        if cohort is None or obs.step < p.warmup or seen <= p.warmup_evaluations:
             return state, None
         if not cohort.finished_at_least(p.n_startup_runs):
             return state, None
@@ -78,7 +77,7 @@ class Percentile(Rule[PercentileParams]):
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict
 
 
 class AshaParams(RuleParams):
@@ -120,7 +119,7 @@ class Asha(Rule[AshaParams]):
     guard = True
 
     def initial_state(self) -> State:
-        return {"rung": 0, "stopped": False, "uncompared": []}
+        return {"rung": 0, "uncompared": []}
 
     def rung_step(self, k: int) -> int:
         """The step of rung ``k``; past the largest step a point can carry, a step no point reaches."""
@@ -153,21 +152,23 @@ class Asha(Rule[AshaParams]):
         p = self.params
         best, best_step = ctx.best.value, ctx.best.step
         cohort = ctx.cohort
-        if state["stopped"] or cohort is None:
+        if cohort is None:
             return state, None
         first = state["rung"]
         k = self.highest_rung(obs.step)
         if k < first:
             return state, None
         rung = self.rung_step(k)
-        state = {**state, "rung": k + 1}
+        state["rung"] = k + 1
         if p.max_step is not None and rung >= p.max_step:
             return state, None
         keep = 1 / p.reduction_factor
         found = cohort.cut_from(rung, 1 - keep if self.mode == "max" else keep)
         if found is None:
-            uncompared = [*state.get("uncompared", []), rung][-_MAX_UNCOMPARED:]
-            return {**state, "uncompared": uncompared}, None
+            uncompared = state.setdefault("uncompared", [])
+            uncompared.append(rung)
+            del uncompared[:-_MAX_UNCOMPARED]
+            return state, None
         cut, compared = found
         if math.isfinite(obs.value) and not better(cut, obs.value, self.mode):
             return state, None
@@ -185,9 +186,9 @@ class Asha(Rule[AshaParams]):
                 "value": obs.value,
                 "cut": cut,
                 "runs_at_rung": compared,
-                "uncompared_rungs": state.get("uncompared", []),
+                "uncompared_rungs": list(state.get("uncompared", [])),
             },
             best_step=best_step,
             best_value=best,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

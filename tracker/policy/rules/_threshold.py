@@ -27,11 +27,9 @@ class Threshold(Rule[ThresholdParams]):
     judges_late = True
 
     def initial_state(self) -> State:
-        return {"stopped": False}
+        return {}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        if state["stopped"]:
-            return state, None
         target = self.params.stop_at
         reached = obs.value >= target if self.mode == "max" else obs.value <= target
         if obs.step < self.params.warmup or not reached:
@@ -43,4 +41,4 @@ class Threshold(Rule[ThresholdParams]):
             best_step=ctx.best.step,
             best_value=ctx.best.value,
         )
-        return {**state, "stopped": True}, verdict
+        return state, verdict

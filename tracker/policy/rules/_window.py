@@ -8,29 +8,30 @@ from tracker.policy._base import State
 from tracker.policy._types import Context, Observation
 
 
-def push(state: State, obs: Observation, window: int, **updates: object) -> State:
-    """``state`` with the finite observation appended to its bounded window (``xs``/``ys``), and
-    ``updates`` merged in (one copy of the state, not two)."""
+def push(state: State, obs: Observation, window: int) -> State:
+    """Append a finite observation to the state's bounded window (``xs``/``ys``), in place."""
     if not math.isfinite(obs.value):
-        return {**state, **updates} if updates else state
+        return state
     xs, ys = state["xs"], state["ys"]
-    drop = len(xs) + 1 - window  # slice once, not a full copy then a slice
+    xs.append(obs.step)
+    ys.append(obs.value)
+    drop = len(xs) - window
     if drop > 0:
-        xs, ys = xs[drop:], ys[drop:]
-    state = {**state, **updates} if updates else {**state}
-    state["xs"], state["ys"] = [*xs, obs.step], [*ys, obs.value]
+        del xs[:drop], ys[:drop]
     return state
 
 
 def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
-    """Track the largest learning rate seen; the warm-up is over once the rate falls below its peak."""
+    """Track the largest learning rate seen (in place); the warm-up is over once the rate falls below its
+    peak."""
     if lr is None or not math.isfinite(lr):
         return state, True
-    if state.get("lr") == lr:  # the rate of last time: neither the peak nor the flag can move, no copy
+    if state.get("lr") == lr:  # the rate of last time: neither the peak nor the flag can move
         return state, bool(state["lr_warm_done"])
     peak = max(state.get("lr_peak") or 0.0, lr)
     over = bool(state.get("lr_warm_done")) or lr < peak
-    return {**state, "lr_peak": peak, "lr_warm_done": over, "lr": lr}, over
+    state["lr_peak"], state["lr_warm_done"], state["lr"] = peak, over, lr
+    return state, over
 
 
 def warm_up_over(
