@@ -201,6 +201,36 @@ def _own_copies(rules: list[Rule[Any]], states: Sequence[State]) -> list[dict[st
     return current
 
 
+def _judged(
+    policy: PolicySpec,
+    rules: list[Rule[Any]],
+    current: list[dict[str, Any]],
+    bests: list[Best | None],
+    ctx: Context,
+) -> list[tuple[dict[str, Any], Rule[Any], Any, float | None, bool, Best, Context]]:
+    """What the judging loop needs of each rule that judges the monitored metric, looked up once per call
+    rather than per observation (that loop is the engine's hot path): its wrapper, the rule and its bound
+    ``observe``, its smoothing, whether its stop stands alone, its best and its context."""
+    contexts = {id(best): replace(ctx, best=best) for best in bests if best is not None}
+    alone = policy.combine == "any"
+    return [
+        (wrapper, rule, rule.observe, rule.params.ema, rule.guard or alone, best, contexts[id(best)])
+        for wrapper, rule, best in zip(current, rules, bests, strict=True)
+        if best is not None
+    ]
+
+
+def _vote(verdict: Verdict) -> dict[str, Any]:
+    """A convergence rule's stop under ``combine: all``, as its wrapper keeps it until every rule agrees."""
+    return {
+        "rule": verdict.rule,
+        "step": verdict.step,
+        "reason": verdict.reason,
+        "best_step": verdict.best_step,
+        "best_value": verdict.best_value,
+    }
+
+
 def evaluate(
     policy: PolicySpec,
     states: Sequence[State],
@@ -213,36 +243,18 @@ def evaluate(
     :func:`initial_states`. ``ctx`` carries the run's planned length and its cohort for cross-run rules;
     each rule's context also carries its best so far, which the engine moves once per observation.
     """
-    ctx = ctx or Context()
     rules = policy.build()
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
-    current = _own_copies(rules, states)
+    current = _own_copies(rules, states)  # this call's own copies: changed in place below
     bests = _bests(rules, current)
-    # Bound methods, flags and contexts looked up once, not per observation (this loop is the engine's hot
-    # path).
-    contexts = {id(best): replace(ctx, best=best) for best in bests if best is not None}
-    judged = [
-        (
-            index,
-            rule.observe,
-            rule.params.ema,
-            rule.guard or policy.combine == "any",
-            best,
-            contexts[id(best)],
-        )
-        for index, (rule, best) in enumerate(zip(rules, bests, strict=True))
-        if best is not None
-    ]
+    judged = _judged(policy, rules, current, bests, ctx or Context())
     verdicts: list[Verdict] = []
     last_step: int | None = None
+    stop_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
-        stop = False
-        for index, observe, alpha, stops_alone, best, rule_ctx in judged:
-            # ``current`` holds this call's own copies of the wrappers and of the rules' states:
-            # update them in place.
-            wrapper = current[index]
+        for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in judged:
             seen = obs
             if alpha is not None:
                 seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
@@ -252,38 +264,32 @@ def evaluate(
             if wrapper["stopped"]:  # a rule that has said stop (alone or as a vote) has nothing more to say
                 continue
             try:
-                inner, verdict = observe(wrapper["s"], seen, rule_ctx)
+                wrapper["s"], verdict = observe(wrapper["s"], seen, rule_ctx)
             except Exception as exc:
-                verdict = _failed(rules[index], wrapper, obs.step, exc)
-                if verdict is not None:
-                    verdicts.append(verdict)
+                failed = _failed(rule, wrapper, obs.step, exc)
+                if failed is not None:
+                    verdicts.append(failed)
                 continue
-            wrapper["s"] = inner
             if verdict is None:
                 continue
-            if verdict.action == "stop":
-                wrapper["stopped"] = True
-            if verdict.action != "stop" or stops_alone:
+            if verdict.action != "stop":
                 verdicts.append(verdict)
-                stop = stop or verdict.action == "stop"
+                continue
+            wrapper["stopped"] = True
+            if stops_alone:
+                verdicts.append(verdict)
+                stop_step = obs.step
             elif wrapper["vote"] is None:
-                wrapper["vote"] = {
-                    "rule": verdict.rule,
-                    "step": verdict.step,
-                    "reason": verdict.reason,
-                    "best_step": verdict.best_step,
-                    "best_value": verdict.best_value,
-                }
-        if not stop and policy.combine == "all":
+                wrapper["vote"] = _vote(verdict)
+        if stop_step is None and policy.combine == "all":
             combined = _combined(rules, current, obs.step)
             if combined is not None:
                 verdicts.append(combined)
-                stop = True
-        if stop:
-            _store_bests(current, bests)
-            return Evaluation(current, verdicts, obs.step, last_step)
+                stop_step = obs.step
+        if stop_step is not None:
+            break
     _store_bests(current, bests)
-    return Evaluation(current, verdicts, None, last_step)
+    return Evaluation(current, verdicts, stop_step, last_step)
 
 
 def evaluate_late(

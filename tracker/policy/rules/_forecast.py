@@ -10,7 +10,7 @@ from pydantic import Field
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._stats import trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import lr_warmup_over
+from tracker.policy.rules._window import lr_warmup_over, push
 
 
 class ForecastParams(RuleParams):
@@ -57,14 +57,9 @@ class Forecast(Rule[ForecastParams]):
         state, _ = lr_warmup_over(state, lr)
         best, best_step = ctx.best.value, ctx.best.step
         if math.isfinite(obs.value):  # NaN/inf move neither the best nor the window
-            # In place: evaluate handed this rule its own copy of the state.
             if state.get("first") is None:
                 state["first"] = obs.value
-            xs, ys = state["xs"], state["ys"]
-            xs.append(obs.step)
-            ys.append(obs.value)
-            if len(ys) > p.window:
-                del xs[: -p.window], ys[: -p.window]
+            push(state, obs, p.window)
         planned = p.planned_steps or ctx.planned_steps or 2 * obs.step
         if best is None or len(state["ys"]) < p.window:
             return state, None
