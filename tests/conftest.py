@@ -1,4 +1,5 @@
-"""Shared fixtures: a real tracker process on SQLite, an HTTP client, a scratch PostgreSQL database."""
+"""Shared fixtures: a real tracker process on SQLite, an HTTP client, the tracker's app in-process, a
+scratch PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests._server import TrackerProcess
+from tracker.app import create_app
+from tracker.config import Settings
 from tracker.db.migrate import upgrade
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -61,9 +65,31 @@ def scratch_postgres(admin_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def client(tracker: TrackerProcess) -> Iterator[httpx.Client]:
+def client(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    """An HTTP client of the shared tracker process; in modules marked ``in_process`` (API tests that need
+    no server process: no SDK, no second client, no long-poll woken from elsewhere), of the tracker's app
+    in this process instead (:func:`app_client`)."""
+    if request.node.get_closest_marker("in_process") is not None:
+        yield request.getfixturevalue("app_client")
+        return
+    tracker: TrackerProcess = request.getfixturevalue("tracker")
     with httpx.Client(base_url=tracker.url, timeout=30) as http:
         yield http
+
+
+@pytest.fixture(scope="session")
+def app_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The tracker's app in this process (``create_app`` on its own store: SQLite, or with
+    PLATEAU_TEST_BACKEND=postgres a fresh PostgreSQL database); requests come from loopback."""
+    home = tmp_path_factory.mktemp("app-home")
+    with contextlib.ExitStack() as stack:
+        database_url = None
+        if os.environ.get("PLATEAU_TEST_BACKEND") == "postgres":
+            admin_url = os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+            database_url = stack.enter_context(scratch_postgres(admin_url))
+            upgrade(database_url)
+        app = create_app(Settings(home=home, database_url=database_url))
+        yield stack.enter_context(TestClient(app, client=("127.0.0.1", 50000)))
 
 
 def create_run(client: httpx.Client, policy: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:

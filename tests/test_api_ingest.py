@@ -17,6 +17,10 @@ from tests.conftest import create_run
 POLICY = {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]}
 
 
+# No server process needed: the `client` fixture is the tracker's app in this process.
+pytestmark = pytest.mark.in_process
+
+
 def ingest(client: httpx.Client, run_id: int, batch_id: str, points: list[dict]) -> httpx.Response:
     return client.post(f"/api/v1/runs/{run_id}/metrics", json={"batch_id": batch_id, "points": points})
 

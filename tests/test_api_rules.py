@@ -1,4 +1,4 @@
-"""The new rules served by a real tracker: auxiliary keys, planned length, cross-run pruning."""
+"""The new rules served by the tracker's app: auxiliary keys, planned length, cross-run pruning."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import math
 import uuid
 
 import httpx
+import pytest
 
 from tests.conftest import create_run
+
+# No server process needed: the `client` fixture is the tracker's app in this process.
+pytestmark = pytest.mark.in_process
 
 
 def post(client: httpx.Client, run_id: int, points: list[dict]) -> dict:

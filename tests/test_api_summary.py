@@ -14,6 +14,10 @@ from tests.conftest import create_run
 POLICY = {"monitor": "val", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]}
 
 
+# No server process needed: the `client` fixture is the tracker's app in this process.
+pytestmark = pytest.mark.in_process
+
+
 def patch(client: httpx.Client, run_id: int, body: object) -> httpx.Response:
     # json.dumps writes NaN as the literal the SDK sends; httpx's json= would refuse it.
     return client.patch(

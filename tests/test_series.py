@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -22,6 +23,9 @@ from tracker.services import ingest, runs
 from tracker.services.block_format import summarise_block
 from tracker.services.keys import KeyCache
 from tracker.services.series import select_indexes
+
+# No server process needed: the `client` fixture is the tracker's app in this process.
+pytestmark = pytest.mark.in_process
 
 
 @settings(max_examples=200, deadline=None)
