@@ -300,13 +300,19 @@ class Sender:
         time, and the sender is running."""
         return self.run_id is not None and self.link.online and not self._abandon.is_set()
 
+    def _in_hand(self) -> Batch | None:
+        """The batch in hand (not yet sent nor stashed), else the next one built from the queue, now in
+        hand; None when nothing is queued."""
+        if self._inflight is None:
+            self._inflight = self.batcher.take(self._pending)
+        return self._inflight
+
     def _drain(self) -> None:
         assert self.run_id is not None
         while not self._abandon.is_set():
-            batch = self._inflight or self.batcher.take(self._pending)
+            batch = self._in_hand()
             if batch is None:
                 return
-            self._inflight = batch
             if batch.points:
                 try:
                     answer = self._transport.send_series(self.run_id, batch.batch_id, batch.series)
@@ -330,10 +336,9 @@ class Sender:
     def _spill(self) -> None:
         """Offline: move everything queued to the spool, so memory stays bounded and nothing is lost."""
         while not self._abandon.is_set():
-            batch = self._inflight or self.batcher.take(self._pending)
+            batch = self._in_hand()
             if batch is None:
                 return
-            self._inflight = batch
             if batch.points:
                 self._stash(batch)
             self._finish(batch)

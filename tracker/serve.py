@@ -6,6 +6,7 @@ import errno
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 from uvicorn.supervisors import Multiprocess
@@ -38,6 +39,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _uvicorn_config(app: Any, log_level: str, **workers: Any) -> uvicorn.Config:
+    """uvicorn's settings for the tracker: no access log, idle connections kept 30 s, and the HTTP
+    protocol that bounds a request's head (``workers``: a factory's import string and worker count)."""
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        timeout_keep_alive=30,
+        http=BoundedHttpToolsProtocol,
+        **workers,
+    )
+
+
 def serve(
     settings: Settings,
     *,
@@ -52,13 +66,7 @@ def serve(
     sock = bind(settings.host, settings.port)
     url = f"http://{settings.host}:{sock.getsockname()[1]}"
     if workers <= 1:
-        config = uvicorn.Config(
-            create_app(settings),
-            log_level=log_level,
-            access_log=False,
-            timeout_keep_alive=30,
-            http=BoundedHttpToolsProtocol,
-        )
+        config = _uvicorn_config(create_app(settings), log_level)
         if on_listening is not None:
             on_listening(url)
         uvicorn.Server(config).run(sockets=[sock])
@@ -66,15 +74,7 @@ def serve(
     # Workers build their own app from the environment, so hand the settings over through it.
     os.environ["PLATEAU_HOME"] = str(settings.home)
     os.environ["PLATEAU_DATABASE_URL"] = settings.resolved_database_url()
-    config = uvicorn.Config(
-        "tracker.app:create_app",
-        factory=True,
-        workers=workers,
-        log_level=log_level,
-        access_log=False,
-        timeout_keep_alive=30,
-        http=BoundedHttpToolsProtocol,
-    )
+    config = _uvicorn_config("tracker.app:create_app", log_level, factory=True, workers=workers)
     if on_listening is not None:
         on_listening(url)
     Multiprocess(config, sockets=[sock]).run()
