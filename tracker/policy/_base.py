@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from tracker.policy._improvement import ImprovementTest
-from tracker.policy._types import Context, Mode, Observation, Verdict
+from tracker.policy._types import Context, Mode, Observation, Ties, Verdict
 
 MAX_STEP = 2**62
 """The largest step a point may carry (ingest's bound): counts of steps, evaluations and runs in rule
@@ -29,6 +29,22 @@ class RuleParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ema: float | None = Field(default=None, gt=0.0, le=1.0)
+
+
+class ImprovementParams(RuleParams):
+    """The improvement test's parameters, for the rules that take one (``patience``, ``checkpoint``): a
+    value improves when it beats the best by more than ``min_delta`` (absolute, or relative to ``|best|``
+    when ``relative``); ``ties="improve"`` also counts a gain of exactly ``min_delta``; steps below
+    ``warmup`` are not judged and never set the best."""
+
+    min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    relative: bool = False
+    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
+    ties: Ties = "wait"
+
+    def improvement_test(self, mode: Mode) -> ImprovementTest:
+        """The test these parameters describe, in ``mode``."""
+        return ImprovementTest(mode, self.min_delta, self.relative, self.ties, from_step=self.warmup)
 
 
 P = TypeVar("P", bound=RuleParams)

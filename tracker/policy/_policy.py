@@ -112,11 +112,12 @@ def evaluate_per_rank(
     Pure, like :func:`evaluate`; other rules' states are returned unchanged.
     """
     rules = policy.build()
-    current = _own_copies(rules, states)
+    current: list[dict[str, Any]] = [dict(s) for s in states]  # other rules' states pass through unchanged
     verdicts: list[Verdict] = []
     for wrapper, rule in zip(current, rules, strict=True):
         if not rule.per_rank:
             continue
+        wrapper["s"] = rule.own_copy(wrapper["s"])  # this call's own copy, changed in place
         for obs in sorted(observations.get(rule.watch_key(), []), key=lambda o: (o.step, o.rank)):
             wrapper["s"], verdict = rule.observe(wrapper["s"], obs, Context())
             if verdict is not None:
@@ -189,16 +190,19 @@ def _store_bests(wrappers: list[dict[str, Any]], bests: list[Best | None]) -> No
             wrapper["best"] = best.stored()
 
 
+def _has_stopped(wrapper: State) -> bool:
+    """Whether the rule has said stop; a state stored before the engine kept this flag says so inside the
+    rule's own state."""
+    return bool(wrapper["stopped"] if "stopped" in wrapper else wrapper["s"].get("stopped"))
+
+
 def _own_copies(rules: list[Rule[Any]], states: Sequence[State]) -> list[dict[str, Any]]:
     """This call's own copies of the wrappers and of the rules' states, which the rules then change in
-    place: one copy per rule and call, not one per observation. A state stored before the engine kept the
-    stopped flag says so inside the rule's own state."""
-    current: list[dict[str, Any]] = []
-    for wrapper, rule in zip(states, rules, strict=True):
-        inner = wrapper["s"]
-        stopped = wrapper["stopped"] if "stopped" in wrapper else bool(inner.get("stopped"))
-        current.append({**wrapper, "s": rule.own_copy(inner), "stopped": stopped})
-    return current
+    place: one copy per rule and call, not one per observation."""
+    return [
+        {**wrapper, "s": rule.own_copy(wrapper["s"]), "stopped": _has_stopped(wrapper)}
+        for wrapper, rule in zip(states, rules, strict=True)
+    ]
 
 
 def _judged(
@@ -309,11 +313,10 @@ def evaluate_late(
     """
     ctx = ctx or Context()
     rules = policy.build()
-    current = _own_copies(rules, states)
-    bests = _bests(rules, current)
+    bests = _bests(rules, states)
     for obs in sorted(observations, key=lambda o: o.step):
-        for wrapper, rule, stored_best in zip(current, rules, bests, strict=True):
-            if not rule.judges_late or stored_best is None or wrapper["stopped"]:
+        for wrapper, rule, stored_best in zip(states, rules, bests, strict=True):
+            if not rule.judges_late or stored_best is None or _has_stopped(wrapper):
                 continue
             state = rule.own_copy(wrapper["s"])  # judged on its own: a throwaway copy
             best = stored_best.copy()  # judged on its own: the stored best moves for this point alone

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
+from tracker.policy._base import ImprovementParams, Rule, State
 from tracker.policy._improvement import ImprovementTest
-from tracker.policy._types import Context, Observation, Ties, Verdict, fmt
+from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
-class CheckpointParams(RuleParams):
-    """Parameters of ``checkpoint``: the same improvement test as ``patience``. Rules whose tests are equal
-    read one best kept by the engine, so with equal parameters the saved model is always the one a
-    patience stop names as best."""
+class CheckpointParams(ImprovementParams):
+    """Parameters of ``checkpoint``: the improvement test, as ``patience`` takes it (steps below ``warmup``
+    never checkpoint). Rules whose tests are equal read one best kept by the engine, so with equal
+    parameters the saved model is always the one a patience stop names as best."""
 
     rule: Literal["checkpoint"] = "checkpoint"
-    min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    relative: bool = False
-    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this never checkpoint")
-    ties: Ties = "wait"
 
 
 class Checkpoint(Rule[CheckpointParams]):
@@ -33,8 +27,7 @@ class Checkpoint(Rule[CheckpointParams]):
     stops = False
 
     def improvement_test(self) -> ImprovementTest:
-        p = self.params
-        return ImprovementTest(self.mode, p.min_delta, p.relative, p.ties, from_step=p.warmup)
+        return self.params.improvement_test(self.mode)
 
     def initial_state(self) -> State:
         return {}

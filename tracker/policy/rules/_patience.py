@@ -6,12 +6,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
+from tracker.policy._base import MAX_STEP, ImprovementParams, Rule, State
 from tracker.policy._improvement import ImprovementTest, needed
-from tracker.policy._types import BestSoFar, Context, Observation, Ties, Verdict, fmt
+from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
 
 
-class PatienceParams(RuleParams):
+class PatienceParams(ImprovementParams):
     """Parameters of ``patience``.
 
     ``min_delta`` is absolute, or relative to ``|best|`` when ``relative`` is true. ``warmup``: points at
@@ -23,10 +23,6 @@ class PatienceParams(RuleParams):
     patience: int = Field(
         default=5, ge=1, le=MAX_STEP, description="evaluations without improvement before stopping"
     )
-    min_delta: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    relative: bool = False
-    warmup: int = Field(default=0, ge=0, le=MAX_STEP, description="steps below this are not judged")
-    ties: Ties = "wait"
 
 
 class Patience(Rule[PatienceParams]):
@@ -44,8 +40,7 @@ class Patience(Rule[PatienceParams]):
     name = "patience"
 
     def improvement_test(self) -> ImprovementTest:
-        p = self.params
-        return ImprovementTest(self.mode, p.min_delta, p.relative, p.ties, from_step=p.warmup)
+        return self.params.improvement_test(self.mode)
 
     def initial_state(self) -> State:
         return {"wait": 0}
