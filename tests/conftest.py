@@ -32,19 +32,25 @@ def plateau_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     return home
 
 
-@pytest.fixture(scope="session")
-def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackerProcess]:
-    """The shared tracker: SQLite, or with PLATEAU_TEST_BACKEND=postgres a fresh PostgreSQL database."""
-    home = tmp_path_factory.mktemp("tracker-home")
+@contextlib.contextmanager
+def _shared_store() -> Iterator[str | None]:
+    """The store of the shared tracker and of the in-process app: None (SQLite under their home), or with
+    PLATEAU_TEST_BACKEND=postgres a fresh, migrated PostgreSQL database, dropped on exit."""
     if os.environ.get("PLATEAU_TEST_BACKEND") != "postgres":
-        process = TrackerProcess(home)
-        yield process
-        process.stop()
+        yield None
         return
     admin_url = os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
     with scratch_postgres(admin_url) as url:
         upgrade(url)
-        process = TrackerProcess(home, database_url=url)
+        yield url
+
+
+@pytest.fixture(scope="session")
+def tracker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrackerProcess]:
+    """The shared tracker: SQLite, or with PLATEAU_TEST_BACKEND=postgres a fresh PostgreSQL database."""
+    home = tmp_path_factory.mktemp("tracker-home")
+    with _shared_store() as database_url:
+        process = TrackerProcess(home, database_url=database_url)
         yield process
         process.stop()
 
@@ -82,14 +88,10 @@ def app_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]
     """The tracker's app in this process (``create_app`` on its own store: SQLite, or with
     PLATEAU_TEST_BACKEND=postgres a fresh PostgreSQL database); requests come from loopback."""
     home = tmp_path_factory.mktemp("app-home")
-    with contextlib.ExitStack() as stack:
-        database_url = None
-        if os.environ.get("PLATEAU_TEST_BACKEND") == "postgres":
-            admin_url = os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
-            database_url = stack.enter_context(scratch_postgres(admin_url))
-            upgrade(database_url)
+    with _shared_store() as database_url:
         app = create_app(Settings(home=home, database_url=database_url))
-        yield stack.enter_context(TestClient(app, client=("127.0.0.1", 50000)))
+        with TestClient(app, client=("127.0.0.1", 50000)) as client:
+            yield client
 
 
 def create_run(client: httpx.Client, policy: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
