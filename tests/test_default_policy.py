@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 
 import pytest
 
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context
 from tracker.policy.presets import DEFAULT_RULES
+from tracker.policy.rules._degenerate import resolution
 
 Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
 
@@ -73,6 +75,82 @@ def test_degenerate_waits_for_the_learning_rate_warm_up() -> None:
     assert (
         stop_of(judge(rules, values, extras=falls)).step == 8
     )  # rate falls at 6; best (0) older than the window at 8
+
+
+# Accuracy on MNLI's 9,815 matched validation samples, stored as float32 as OPDA stores it: a model
+# that collapsed to one class scores that class's share (3,123 / 3,479 / 3,213 of 9,815).
+MNLI = 9815
+
+
+def mnli(counts: list[int]) -> list[float]:
+    return [float(struct.unpack("f", struct.pack("f", k / MNLI))[0]) for k in counts]
+
+
+FINE = {**DEGENERATE, "fine_window": 4}
+COLLAPSE = [7612, 7864, 3123, 3479, 3479, 3213, 3123, 3479, 3479, 3213, 3123, 3479]
+
+# (id, rules, values, expected stop index or None, window judged)
+FINE_TABLE = [
+    # Fine metric: the fourth collapsed value, with one exact repeat, is enough.
+    ("fine-collapse-at-4", [FINE], mnli(COLLAPSE), 5, 4),
+    # The same rule on the same shape in steps of 1/30: repeats are chance there, so the long window.
+    ("coarse-collapse-waits-for-8", [FINE], coarse([20, 22, 9, 10, 10, 11, 9, 10, 10, 11, 9, 10]), 9, 8),
+    # Without fine_window the fine metric waits for the long window too.
+    ("fine-off", [DEGENERATE], mnli(COLLAPSE), 9, 8),
+    # Four distinct values (no repeat) on a fine metric: not the signature of a constant prediction.
+    ("fine-no-repeat", [FINE], mnli([7612, 7864, 3123, 3479, 3213, 3301, 3123, 3479]), None, None),
+    # A fine metric that repeats a value near its best is a plateau, not a collapse.
+    ("fine-plateau", [FINE], mnli([6000, 7612, 7864, 7870, 7870, 7869, 7870, 7866]), None, None),
+    # A fine metric that dips back into its own range and repeats a value there by chance (a band of a
+    # hundred values): not a fall to a level the run never visited, so the long window (not reached).
+    (
+        "fine-dip-in-range",
+        [FINE],
+        mnli([7650, 7706, 7502, 7380, 7333, 7130, 7337, 7413, 7413, 7404]),
+        None,
+        None,
+    ),
+    # A continuous metric (a loss, mode min) that jumps above anything it scored and repeats exactly.
+    ("loss-collapse", [FINE], [2.31, 0.91, 0.52, 0.47, 3.1046, 3.1046, 3.1046, 3.1046], 7, 4),
+    # Back to exactly where it started (a from-scratch run at chance again): the long window judges it.
+    ("loss-back-to-start", [FINE], [2.302585, 0.91, 0.52, 0.47] + [2.302585] * 4, None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "rules", "values", "index", "window"), FINE_TABLE, ids=[r[0] for r in FINE_TABLE]
+)
+def test_degenerate_fine_window_table(id_, rules, values, index, window) -> None:
+    mode = "min" if id_.startswith("loss") else "max"
+    stop = stop_of(judge(rules, values, mode=mode, ctx=Context(planned_steps=64)))
+    if index is None:
+        assert stop is None, stop.reason
+        return
+    assert stop is not None
+    assert (stop.step, stop.evidence["kind"], stop.evidence["window"]) == (index, "collapsed", window)
+    if window == 4:
+        assert "exact repeats are no chance" in stop.reason
+        assert stop.evidence["resolution"] is not None
+    json.dumps(stop.evidence)
+
+
+@pytest.mark.parametrize(
+    ("values", "step"),
+    [
+        ([11 / 36, 1 / 36], 1 / 36),  # a validation set of 36
+        ([10 / 36], 1 / 18),  # one value can read coarser than the truth, never finer
+        ([float(struct.unpack("f", struct.pack("f", k / 359))[0]) for k in (100, 200, 201)], 1 / 359),
+        ([0.5, 0.25, 1.0, 0.0], 0.25),
+        ([100 / 3, 200 / 3], 1 / 3),  # percentages of 300 samples
+        ([0.6931471805599453, 0.4054651081081644, 1.0986122886681098, 0.2876820724517809], 0.0),
+    ],
+)
+def test_resolution_reads_the_step_from_the_values(values, step) -> None:
+    assert resolution(values) == pytest.approx(step)
+
+
+def test_resolution_of_float32_mnli_is_fine() -> None:
+    assert 0 <= resolution(mnli([3123, 3479, 3213, 7864])) < 1 / 1000
 
 
 OUTLOOK = {"rule": "outlook", "relative_delta": 0.01, "min_progress": 0.3}

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Iterable
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import warm_up_over
+
+# Past this denominator a metric counts as continuous: finer than any validation set it could count over.
+_MAX_DENOMINATOR = 10**7
+# Relative precision a value must be read to: float32's (2^-23, about 1.2e-7), as many trainers store an
+# accuracy; relative, so that 60/50,000 reads 3/2,500 and not the looser 1/833.
+_FLOAT32_PRECISION = 1.2e-7
+
+
+class _SoFar(NamedTuple):
+    """What a window is judged against: the run so far, at this observation."""
+
+    best: float
+    worst: float
+    obs: Observation
+    ctx: Context
+    seen: int  # finite evaluations so far
+    since_best: int  # evaluations since the best was set
 
 
 class DegenerateParams(RuleParams):
@@ -32,6 +50,18 @@ class DegenerateParams(RuleParams):
     A plateau at a level the run climbed to (the window holds the run's best, well above where it started)
     is neither: that is for ``outlook``, ``forecast`` or ``patience`` to judge.
 
+    ``fine_window`` (off unless given; ``default`` sets 4): on a *fine* metric, whose range so far spans at
+    least ``fine_levels`` (1,000) of the steps it moves in (an accuracy over thousands of samples, or a
+    loss), a collapse is judged over the last ``fine_window`` values instead of ``window``, when they
+    repeat a value exactly and all lie worse than anything the run scored before them, by more than their
+    own spread. A learning run on a coarse metric repeats values by chance, and so does a run wandering in
+    a band of a hundred values of a fine one; a fall to a level the run never visited, repeating exactly
+    there, is a constant prediction, and waiting a whole ``window`` for more of it only spends compute.
+    The step is read from the values (an accuracy over n samples is a multiple of 1/n: see
+    :func:`resolution`), never assumed, and what is read can only be coarser than the truth, so a coarse
+    metric is never taken for a fine one. A *stuck* run, and a run that falls back to where it started
+    (a run trained from scratch, back at chance), keep the long window.
+
     Nothing is judged before the warm-up is over: the learning rate (``lr_key``) has started to fall, the
     step is at least ``warmup``, and past ``min_progress`` of the planned length; many runs sit at chance
     until their learning rate has warmed up.
@@ -46,6 +76,8 @@ class DegenerateParams(RuleParams):
         default=0.0, ge=0.0, le=1.0, description="share of the plan a run that never moved must reach"
     )
     collapse_fraction: float = Field(default=0.5, gt=0.0, le=1.0)
+    fine_window: int | None = Field(default=None, ge=3, le=100)
+    fine_levels: float = Field(default=1000.0, ge=1.0, le=1e9, allow_inf_nan=False)
     lr_key: str | None = Field(default=None, min_length=1)
 
 
@@ -74,6 +106,11 @@ class Degenerate(Rule[DegenerateParams]):
         )
         best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
+        if p.fine_window is not None:  # the worst before each of the last fine_window values
+            worst_before = state.setdefault("worst_before", [])
+            worst_before.append(worst)
+            if len(worst_before) > p.fine_window:
+                del worst_before[0]
         if worst is None or (obs.value < worst if self.mode == "max" else obs.value > worst):
             worst = obs.value
         seen = state.get("seen", 0) + 1
@@ -83,15 +120,32 @@ class Degenerate(Rule[DegenerateParams]):
         state["worst"], state["seen"] = worst, seen
         ys = state["ys"]
         ys.append(obs.value)
-        if len(ys) > p.window:
-            del ys[: len(ys) - p.window]
-        if not warm or len(ys) < p.window or len(set(ys)) > p.max_distinct:
+        keep = max(p.window, p.fine_window or 0)
+        if len(ys) > keep:
+            del ys[: len(ys) - keep]
+        if not warm:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
-        kind = self._kind(ys, best, worst, obs, ctx, seen, seen - state.get("best_seen", 0))
+        run = _SoFar(best, worst, obs, ctx, seen, seen - state.get("best_seen", 0))
+        kind, window, fine_step = None, ys[-p.window :], None
+        if len(window) == p.window and len(set(window)) <= p.max_distinct:
+            kind = self._kind(window, run)
+        if kind is None and p.fine_window is not None:
+            short = ys[-p.fine_window :]
+            fine_step = self._fine_collapse(state, short, run)
+            if fine_step is not None:
+                kind, window = "collapsed", short
         if kind is None:
             return state, None
+        ys = window
         distinct = sorted(set(ys))
+        fine = (
+            ""
+            if fine_step is None
+            else f"; the metric moves in steps of {fine_step:.3g} or finer, so exact repeats are no chance"
+            if fine_step
+            else "; the metric is continuous, so exact repeats are no chance"
+        )
         shown = ", ".join(fmt(v) for v in distinct)
         why = (
             f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
@@ -102,14 +156,16 @@ class Degenerate(Rule[DegenerateParams]):
             obs,
             reason=(
                 f"{self.monitor} has taken only {len(distinct)} distinct value(s) ({shown}) over its last "
-                f"{p.window} evaluations, {why} (e.g. a constant prediction)"
+                f"{len(ys)} evaluations, {why} (e.g. a constant prediction){fine}"
             ),
             evidence={
                 "kind": kind,
                 "values": list(ys),
                 "distinct": distinct,
-                "window": p.window,
-                "max_distinct": p.max_distinct,
+                "window": len(ys),
+                "max_distinct": p.max_distinct if fine_step is None else len(ys) - 1,
+                "resolution": fine_step,
+                "fine_levels": p.fine_levels if p.fine_window is not None else None,
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
@@ -121,19 +177,37 @@ class Degenerate(Rule[DegenerateParams]):
         )
         return state, verdict
 
-    def _kind(
-        self,
-        ys: list[float],
-        best: float,
-        worst: float,
-        obs: Observation,
-        ctx: Context,
-        seen: int,
-        since_best: int,
-    ) -> str | None:
+    def _fine_collapse(self, state: State, short: list[float], run: _SoFar) -> float | None:
+        """The metric's step (0: continuous) when the last ``fine_window`` values show a collapse on a fine
+        metric, else None. They must repeat a value exactly, all lie worse than anything the run scored
+        before them by more than their own spread (a fall to a level it never visited, not a dip back into
+        its own range: on a fine metric a run wandering inside a band of a hundred values repeats one by
+        chance), be a collapse by the long window's test, and the metric must be fine."""
+        if len(short) < (self.params.fine_window or 0) or len(set(short)) == len(short):
+            return None
+        worst_before = state.get("worst_before") or []
+        before = worst_before[0] if len(worst_before) == len(short) else None
+        if before is None:  # the window holds the run's first value, or the state predates the list
+            return None
+        spread = max(short) - min(short)
+        top = max(short) if self.mode == "max" else min(short)
+        if abs(before - top) <= spread or (top > before if self.mode == "max" else top < before):
+            return None
+        if self._kind(short, run) != "collapsed":
+            return None
+        return self._fine(short, run.best, run.worst)
+
+    def _fine(self, values: list[float], best: float, worst: float) -> float | None:
+        """The metric's step when the run's range so far spans at least ``fine_levels`` of it (0 for a
+        continuous metric), else None: a coarse metric."""
+        step = resolution([*values, best, worst])
+        return step if abs(best - worst) >= self.params.fine_levels * step else None
+
+    def _kind(self, ys: list[float], run: _SoFar) -> str | None:
         """``collapsed``, ``stuck`` or None (a plateau the run climbed to, a run still setting new bests,
         or too early to tell)."""
         p = self.params
+        best, worst, obs, ctx, seen, since_best = run
         covered = abs(best - worst)
         spread = max(ys) - min(ys)
         top = max(ys) if self.mode == "max" else min(ys)
@@ -150,3 +224,38 @@ class Degenerate(Rule[DegenerateParams]):
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= p.stuck_progress * ctx.planned_steps else None
+
+
+def resolution(values: Iterable[float]) -> float:
+    """The step the values move in, read from the values themselves: an accuracy over n samples is a
+    multiple of 1/n, so each value is taken as the simplest fraction within float32's precision of it (the
+    first convergent of its continued fraction there) and the step is 1 over the least common multiple of
+    their denominators. A metric with no such structure (a loss, an accuracy averaged over batches) has
+    large denominators and so a tiny step; one too fine to tell is 0. The step read can be a multiple of
+    the true one (11/36 and 1/36 read 1/36; 10/36 reads 1/18 alone), never a fraction of it."""
+    common = 1
+    for value in values:
+        denominator = _denominator(value)
+        if denominator is None:
+            return 0.0
+        common = math.lcm(common, denominator)
+        if common > _MAX_DENOMINATOR:
+            return 0.0
+    return 1.0 / common
+
+
+def _denominator(value: float) -> int | None:
+    """The denominator of the first convergent of ``value`` within float32's relative precision, or None past
+    ``_MAX_DENOMINATOR``."""
+    tolerance = max(_FLOAT32_PRECISION * abs(value), 1e-12)
+    x = abs(value)
+    p_prev, q_prev, p, q = 1, 0, math.floor(x), 1
+    rest = x - math.floor(x)
+    while abs(x - p / q) > tolerance:
+        if rest < 1e-12 or q > _MAX_DENOMINATOR:
+            return None
+        x_next = 1.0 / rest
+        a = math.floor(x_next)
+        rest = x_next - a
+        p_prev, q_prev, p, q = p, q, a * p + p_prev, a * q + q_prev
+    return q
