@@ -11,8 +11,8 @@ import pytest
 
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context
+from tracker.policy._resolution import resolution
 from tracker.policy.presets import DEFAULT_RULES
-from tracker.policy.rules._degenerate import resolution
 
 Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
 
