@@ -119,9 +119,23 @@ class MetricBlock(Base):
 
     __tablename__ = "metric_block"
     __table_args__ = (
-        # Covering what downsampling reads of every block, so it never walks the blocks' packed points.
+        # Covering what downsampling reads of every block (and of the blocks holding a bucket's extremes),
+        # so it never walks the blocks' packed points.
         Index(
-            "ix_metric_block_summary", "run_id", "key_id", "rank", "block", "points", "min_value", "max_value"
+            "ix_metric_block_summary",
+            "run_id",
+            "key_id",
+            "rank",
+            "block",
+            "points",
+            "min_value",
+            "max_value",
+            "min_step",
+            "min_wall",
+            "max_step",
+            "max_wall",
+            "first_step",
+            "first_wall",
         ),
         {"sqlite_with_rowid": False},
     )

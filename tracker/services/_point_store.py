@@ -10,7 +10,7 @@ points a second the ORM's per-row work would cost more than the database's.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -220,10 +220,13 @@ def _block_range(first: int | None, last: int | None) -> list[Any]:
     return conditions
 
 
-def driver_select(columns: str, *, sqlite: bool, from_block: bool = False) -> str:
+def driver_select(
+    columns: str, *, sqlite: bool, from_block: bool = False, blocks: Sequence[int] | None = None
+) -> str:
     """SQL for the driver's own cursor (what long reads use, past SQLAlchemy's per-row cost): ``columns``
     of one series' blocks in block order, bound as ``run``, ``key``, ``rank`` (and ``block``, the first
-    block, with ``from_block``) in the driver's own parameter style."""
+    block, with ``from_block``) in the driver's own parameter style; with ``blocks``, only those (written
+    into the SQL as integers: thousands of them, and no bound parameter per block)."""
 
     def mark(name: str) -> str:
         return f":{name}" if sqlite else f"%({name})s"
@@ -231,6 +234,8 @@ def driver_select(columns: str, *, sqlite: bool, from_block: bool = False) -> st
     where = f"run_id = {mark('run')} AND key_id = {mark('key')} AND rank = {mark('rank')}"
     if from_block:
         where += f" AND block >= {mark('block')}"
+    if blocks is not None:
+        where += f" AND block IN ({', '.join(str(int(block)) for block in blocks) or 'NULL'})"
     return f"SELECT {columns} FROM metric_block WHERE {where} ORDER BY block"
 
 
