@@ -322,13 +322,16 @@ def list_deliveries(
     return webhooks.deliveries(database, project, webhook_id, limit=limit, offset=offset)
 
 
-@router.get("/runs/{run_id}/series", dependencies=[Depends(read_run)], tags=["metrics"])
+@router.get(
+    "/runs/{run_id}/series", dependencies=[Depends(read_run)], response_model=SeriesPublic, tags=["metrics"]
+)
 def get_series(
     run_id: int,
     database: DatabaseDep,
     key: Annotated[Text, Query(min_length=1, max_length=250)],
     rank: Annotated[int, Query(ge=0, le=MAX_RANK)] = 0,
     points: Annotated[int, Query(ge=4, le=100_000, description="most points to return")] = 2000,
-) -> SeriesPublic:
+) -> Response:
     """A key's curve for drawing, downsampled by min/max buckets (first, last and extremes kept)."""
-    return series.series(database, run_id, key, rank=rank, limit=points)
+    body = series.series_json(database, run_id, key, rank=rank, limit=points)
+    return Response(content=body, media_type="application/json")
