@@ -22,7 +22,7 @@ from tracker.schemas.runs import RunCreate
 from tracker.services import ingest, runs
 from tracker.services.block_format import summarise_block
 from tracker.services.keys import KeyCache
-from tracker.services.series import select_indexes
+from tracker.services.series import _buckets_from_blocks, select_indexes
 
 # No server process needed: the `client` fixture is the tracker's app in this process.
 pytestmark = pytest.mark.in_process
@@ -242,3 +242,24 @@ def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> 
     assert by_step[int(np.flatnonzero(bucket_of == 1)[0])]["value"] == "NaN"
     assert by_step[40_000]["value"] == -1e9
     assert by_step[17_777]["wall_time"] == 17_777
+
+
+def test_buckets_of_block_summaries_take_the_earliest_extreme_and_never_a_nan_block() -> None:
+    """Ties go to the earliest block (as a scan in step order finds them); a block of nothing but NaN
+    (NULL extremes) is a bucket's pick only when the bucket holds nothing else, even beside +-inf."""
+    inf = math.inf
+    summaries = [
+        (0, 256, 1.0, 5.0),
+        (1, 256, 1.0, 5.0),  # ties block 0 on both ends
+        (2, 256, None, None),
+        (3, 256, None, None),  # a bucket of NaN only: its first block
+        (4, 256, None, None),
+        (5, 256, inf, inf),  # only +inf: the bucket's lowest and highest, not the NaN block before it
+    ]
+    assert _buckets_from_blocks(summaries, 3) == [
+        ("min", 0),
+        ("max", 0),
+        ("first", 2),
+        ("min", 5),
+        ("max", 5),
+    ]
