@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from tests.test_rule_library import judge, stop_of
-from tracker.policy import Context
+from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy._resolution import resolution
 from tracker.policy.presets import DEFAULT_RULES
 
@@ -375,3 +375,21 @@ def test_a_metric_frozen_on_one_value_releases_the_learning_rate_guard() -> None
     held = stop_of(judge(rules, jittered, extras=cosine, ctx=Context(planned_steps=80)))
     assert held is not None
     assert cosine["lr"][held.step] <= 0.3
+
+
+def test_a_degenerate_state_stored_before_the_floor_continues_no_less_strict() -> None:
+    """States stored before ``degenerate`` kept ``floor`` (the worst value older than the fine window)
+    start it from the run's worst so far: never a stop the full history would not make."""
+    policy = PolicySpec.model_validate({"monitor": "m", "mode": "max", "rules": [FINE]})
+    values = mnli(COLLAPSE)
+    observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
+    ctx = Context(planned_steps=64)
+    early = evaluate(policy, initial_states(policy), observations[:4], ctx)
+    stored = json.loads(json.dumps(early.states))
+    old = json.loads(json.dumps(stored))
+    del old[0]["s"]["floor"]
+    today = evaluate(policy, stored, observations[4:], ctx)
+    before = evaluate(policy, old, observations[4:], ctx)
+    assert today.stop_step == 5
+    assert before.stop_step is not None
+    assert before.stop_step >= today.stop_step

@@ -88,6 +88,7 @@ class Degenerate(Rule[DegenerateParams]):
             "ys": [],
             "best_seen": 0,
             "worst": None,
+            "floor": None,
             "seen": 0,
         }
 
@@ -100,11 +101,6 @@ class Degenerate(Rule[DegenerateParams]):
         )
         best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
-        if p.fine_window is not None:  # the worst before each of the last fine_window values
-            worst_before = state.setdefault("worst_before", [])
-            worst_before.append(worst)
-            if len(worst_before) > p.fine_window:
-                del worst_before[0]
         if worst is None or (obs.value < worst if self.mode == "max" else obs.value > worst):
             worst = obs.value
         seen = state.get("seen", 0) + 1
@@ -114,7 +110,9 @@ class Degenerate(Rule[DegenerateParams]):
         state["worst"], state["seen"] = worst, seen
         ys = state["ys"]
         ys.append(obs.value)
-        keep = max(p.window, p.fine_window or 0)
+        if p.fine_window is not None:
+            self._lower_floor(state, ys, p.fine_window)
+        keep = max(p.window, p.fine_window + 1 if p.fine_window else 0)
         if len(ys) > keep:
             del ys[: len(ys) - keep]
         if not warm:
@@ -171,6 +169,18 @@ class Degenerate(Rule[DegenerateParams]):
         )
         return state, verdict
 
+    def _lower_floor(self, state: State, ys: list[float], fine_window: int) -> None:
+        """Keep ``floor``, the worst value older than the last ``fine_window`` (in place): the value that
+        just left that window, if any, lowers it. One comparison a point, no history kept. A state stored
+        before ``floor`` existed starts from the run's worst so far, which can only make the test stricter."""
+        if "floor" not in state:
+            state["floor"] = state.get("worst") if state.get("seen", 0) > 1 else None
+        if len(ys) <= fine_window:
+            return
+        leaving, floor = ys[-fine_window - 1], state["floor"]
+        if floor is None or (leaving < floor if self.mode == "max" else leaving > floor):
+            state["floor"] = leaving
+
     def _fine_collapse(self, state: State, short: list[float], run: _SoFar) -> float | None:
         """The metric's step (0: continuous) when the last ``fine_window`` values show a collapse on a fine
         metric, else None. They must repeat a value exactly, all lie worse than anything the run scored
@@ -179,9 +189,8 @@ class Degenerate(Rule[DegenerateParams]):
         chance), be a collapse by the long window's test, and the metric must be fine."""
         if len(short) < (self.params.fine_window or 0) or len(set(short)) == len(short):
             return None
-        worst_before = state.get("worst_before") or []
-        before = worst_before[0] if len(worst_before) == len(short) else None
-        if before is None:  # the window holds the run's first value, or the state predates the list
+        before = state.get("floor")
+        if before is None:  # the window holds the run's first value
             return None
         spread = max(short) - min(short)
         top = max(short) if self.mode == "max" else min(short)
