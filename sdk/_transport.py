@@ -21,7 +21,7 @@ from sdk._retry import RETRYABLE_STATUSES, parse_retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 
-# Statuses worth another try: the request may succeed later unchanged.
+# Every request with a body sends JSON (the series batches included).
 _JSON = {"content-type": "application/json"}
 _T = TypeVar("_T")
 

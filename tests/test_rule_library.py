@@ -447,13 +447,14 @@ def test_incremental_state_gives_the_same_decisions_as_from_scratch(values, cuts
 
 
 def test_straggler_alerts_once_through_noise_with_hysteresis() -> None:
-    from tracker.policy import evaluate_health
+    from tracker.policy import evaluate_health, evaluate_per_rank
 
+    assert evaluate_health is evaluate_per_rank  # the old name stays, as an alias
     policy = PolicySpec.model_validate(
         {"monitor": "loss", "rules": [{"rule": "straggler", "bound": 0.75, "reports": 3}]}
     )
     rel = {0: [1.0] * 12, 1: [0.95] * 12, 2: [0.3, 0.3, 0.3, 0.9, 0.3, 0.3, 0.9, 0.9, 0.3, 0.9, 0.9, 0.9]}
     points = [Observation(s, rel[r][s], float(s), {}, r) for s in range(12) for r in rel]
-    states, verdicts = evaluate_health(policy, initial_states(policy), {"dist/rel_perf": points})
+    states, verdicts = evaluate_per_rank(policy, initial_states(policy), {"dist/rel_perf": points})
     assert [(v.step, v.evidence["rank"]) for v in verdicts] == [(2, 2)]
     assert states[0]["s"]["flagged"] == []  # three good reports in a row cleared it at the end
