@@ -4,6 +4,7 @@ venv with no index at all, and from there logs to a tracker that runs from the f
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,8 @@ import pytest
 from tests._server import TrackerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
+# What a wheel is never built from: environments, build outputs, caches, generated data.
+_NOT_SOURCES = (".git", ".venv", "build", "dist", "*.egg-info", "test-artifacts", "__pycache__", ".*_cache")
 
 TRAINER = textwrap.dedent("""
     import json, sys, time
@@ -40,6 +43,10 @@ def slim_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv holding the bare wheel, installed with no package index (so no dependency could be)."""
     root = tmp_path_factory.mktemp("slim")
     dist = root / "dist"
+    # Built from a copy: setuptools leaves build/ beside the sources, and a stale build/lib there would put
+    # modules deleted since into every later wheel (and litter the checkout).
+    source = root / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
     subprocess.run(
         [
             sys.executable,
@@ -51,7 +58,7 @@ def slim_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "-q",
             "-w",
             str(dist),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,
