@@ -89,13 +89,15 @@ def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[s
 def candidates() -> dict[str, list[dict[str, Any]]]:
     """The shipped default and its neighbours in the parameters that matter, for the LOFO choice."""
     out: dict[str, list[dict[str, Any]]] = {"default": DEFAULT_RULES}
-    grid = itertools.product((0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (None, 0.05), (0.0, 3.0))
-    for rel, lr_fraction, progress, retreat, spread in grid:
+    grid = itertools.product(
+        (0.005, 0.01, 0.02, 0.05), (0.3, 0.7), (0.2, 0.3), (None, 0.05), (0.0, 3.0), (0.4, 0.5)
+    )
+    for rel, lr_fraction, progress, retreat, spread, stuck in grid:
         label = (
             f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, retreat {retreat or 'off'}, "
-            f"learned spread {spread:g}"
+            f"learned spread {spread:g}, stuck from {stuck:g}"
         )
-        out[label] = _with(
+        rules = _with(
             DEFAULT_RULES,
             "outlook",
             relative_delta=rel,
@@ -104,6 +106,7 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
             retreat=retreat,
             learned_spread=spread,
         )
+        out[label] = _with(rules, "degenerate", stuck_progress=stuck)
     return out
 
 
