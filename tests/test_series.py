@@ -263,3 +263,12 @@ def test_buckets_of_block_summaries_take_the_earliest_extreme_and_never_a_nan_bl
         ("min", 5),
         ("max", 5),
     ]
+
+
+def test_buckets_of_block_summaries_keep_block_numbers_past_float_precision() -> None:
+    """Steps go up to 2^62, so blocks past 2^53: each bucket names its block exactly."""
+    top = 2**62 // BLOCK_STEPS
+    summaries = [(0, 256, 3.0, 4.0), (1, 256, 1.0, 9.0), (top - 2, 256, 0.5, 0.7), (top - 1, 256, 0.6, 0.9)]
+    assert _buckets_from_blocks(summaries, 2) == [("min", 1), ("max", 1), ("min", top - 2), ("max", top - 1)]
+    # Buckets enough that their product with the span passes 2^63: the same buckets, no overflow.
+    assert _buckets_from_blocks(summaries, 1024) == _buckets_from_blocks(summaries, 2)

@@ -127,11 +127,17 @@ def _buckets_from_blocks(blocks: Sequence[Any], buckets: int) -> list[tuple[str,
     ``("max", block)``; on ties the earliest block), or its first block (``("first", block)``) when it
     holds nothing but NaN. In arrays: at 10,000,000 points these are 39,000 summaries, and a Python loop
     over them cost a quarter of the whole read."""
-    table = np.array(blocks, dtype=np.float64)  # a block of nothing but NaN has NULL extremes: NaN here
-    block = table[:, 0].astype(np.int64)
-    lows, highs = table[:, 2], table[:, 3]
-    first_block, span = int(block[0]), int(block[-1] - block[0] + 1)  # blocks from the first to the last
-    bucket = (block - first_block) * buckets // span  # nondecreasing: the summaries come in block order
+    # Block numbers stay integers (past 2^53 a float would merge them); a block of nothing but NaN has NULL
+    # extremes, NaN here.
+    block = np.fromiter((row[0] for row in blocks), dtype=np.int64, count=len(blocks))
+    extremes = np.array([row[2:4] for row in blocks], dtype=np.float64)
+    lows, highs = extremes[:, 0], extremes[:, 1]
+    first_block, span = int(block[0]), int(block[-1]) - int(block[0]) + 1  # blocks from first to last
+    offsets = block - first_block
+    if span * buckets < 2**62:
+        bucket = offsets * buckets // span  # nondecreasing: the summaries come in block order
+    else:  # steps near 2^62 apart: the product would overflow int64, so in Python's integers
+        bucket = np.array([offset * buckets // span for offset in offsets.tolist()], dtype=np.int64)
     starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
     empty = np.isnan(lows)
     held = np.logical_or.reduceat(~empty, starts)
