@@ -69,6 +69,7 @@ def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
     assert run_id is not None
     run = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}").json()
     assert (run["status"], run["stop_step"], run["stop_rule"]) == ("stopped", 5, "patience")
+    assert run["planned_steps"] == len(SCRIPT) - 1  # declared from max_epochs: the last epoch's step
     assert run["decision"]["best_step"] == 2
     assert [step for step, _ in history(tracker.url, run_id, "val_loss")] == [0, 1, 2, 3, 4, 5]
     assert [value for _, value in history(tracker.url, run_id, "val_loss")] == pytest.approx(SCRIPT[:6])
@@ -95,3 +96,24 @@ def test_ddp_ranks_stop_at_the_same_epoch(tracker: TrackerProcess, tmp_path: Pat
     for rank in (0, 1):
         assert [step for step, _ in history(tracker.url, run["id"], "val_loss", rank)] == [0, 1, 2, 3, 4, 5]
     assert torch.load(tmp_path / "checkpoints" / "plateau-best.ckpt", weights_only=False)["epoch"] == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "step_unit", "planned"),
+    [
+        ({"max_epochs": 12}, "epoch", 11),
+        ({"max_epochs": -1}, "epoch", None),  # no limit
+        ({}, "epoch", None),  # Lightning's own 1,000 epochs: not a plan the user made
+        ({"max_epochs": 1}, "epoch", None),
+        ({"max_steps": 500}, "global_step", 500),
+        ({"max_epochs": 12}, "global_step", None),  # no step limit
+    ],
+)
+def test_the_plan_is_declared_from_the_trainers_limits(options, step_unit, planned, tmp_path: Path) -> None:
+    import lightning.pytorch as pl
+
+    trainer = pl.Trainer(logger=False, enable_checkpointing=False, default_root_dir=tmp_path, **options)
+    if not options:  # what Trainer.fit fills in before the callbacks' setup
+        trainer.fit_loop.max_epochs = 1000
+    callback = PlateauCallback(step_unit=step_unit)
+    assert callback._planned_steps(trainer) == planned

@@ -34,6 +34,9 @@ from sdk._types import FinalStatus, Mode
 
 logger = logging.getLogger("plateau")
 
+# The epochs Lightning trains when it is given neither max_epochs nor max_steps.
+_LIGHTNING_DEFAULT_EPOCHS = 1000
+
 
 def _number(value: Any) -> float | None:
     try:
@@ -114,10 +117,25 @@ class PlateauCallback(Callback):
         if stage != "fit" or self.run is not None:
             return
         config = self._config if self._config is not None else dict(getattr(pl_module, "hparams", {}) or {})
-        self.run = sdk.init(
-            config=config, rank=trainer.global_rank, world_size=trainer.world_size, **self._init
-        )
+        init = dict(self._init)
+        if init.get("planned_steps") is None:
+            init["planned_steps"] = self._planned_steps(trainer)
+        self.run = sdk.init(config=config, rank=trainer.global_rank, world_size=trainer.world_size, **init)
         self.monitor = self.run.monitor
+
+    def _planned_steps(self, trainer: pl.Trainer) -> int | None:
+        """The last step the trainer plans to log at, in the callback's step unit, for the rules that judge
+        a run against its plan (Plateau's ``default``); None when the trainer sets no limit of its own.
+        Lightning fills in 1,000 epochs when neither ``max_epochs`` nor ``max_steps`` is given: that is
+        not a plan the user made (it would hold ``default``'s ``outlook`` until epoch 300), so it is not
+        declared; an explicit ``max_epochs=1000`` cannot be told from it and is not declared either."""
+        if self.step_unit == "global_step":
+            steps = trainer.max_steps
+            return steps if steps is not None and steps > 0 else None
+        epochs = trainer.max_epochs
+        if epochs is None or epochs <= 1 or (epochs == _LIGHTNING_DEFAULT_EPOCHS and trainer.max_steps == -1):
+            return None
+        return epochs - 1
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         example = getattr(pl_module, "example_input_array", None)
