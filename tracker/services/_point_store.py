@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -237,6 +238,24 @@ def driver_select(
     if blocks is not None:
         where += f" AND block IN ({', '.join(str(int(block)) for block in blocks) or 'NULL'})"
     return f"SELECT {columns} FROM metric_block WHERE {where} ORDER BY block"
+
+
+def driver_rows(
+    session: Session,
+    columns: str,
+    series: tuple[int, int, int],
+    *,
+    sqlite: bool,
+    blocks: Sequence[int] | None = None,
+) -> list[Any]:
+    """Every row of :func:`driver_select` for the series ``(run_id, key_id, rank)`` (``blocks`` only, if
+    given), fetched through the driver's own cursor."""
+    run_id, key_id, rank = series
+    with closing(session.connection().connection.cursor()) as cursor:
+        cursor.execute(
+            driver_select(columns, sqlite=sqlite, blocks=blocks), {"run": run_id, "key": key_id, "rank": rank}
+        )
+        return list(cursor.fetchall())
 
 
 def read_series(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from contextlib import closing
 from typing import Any
 
 import numpy as np
@@ -65,12 +64,13 @@ def series_json(db: Database, run_id: int, key: str, *, rank: int, limit: int) -
         # The block summaries ingest keeps: the count without decoding any point, and, for a long curve,
         # its extremes (one row per BLOCK_STEPS steps). Only what choosing needs is read for every block;
         # the steps and wall times of the chosen extremes are read for those blocks alone.
-        blocks = _summaries(session, db.is_sqlite, run_id, key_id, rank)
+        series_id = (run_id, key_id, rank)
+        blocks = _summaries(session, db.is_sqlite, series_id)
         total = sum(block[1] for block in blocks)
         buckets = (limit - 2) // 2
         if total > limit and limit >= 4 and len(blocks) >= buckets:  # a bucket spans whole blocks
             extreme_blocks = _buckets_from_blocks(blocks, buckets)
-            picked = _extremes(session, db.is_sqlite, (run_id, key_id, rank), extreme_blocks)
+            picked = _extremes(session, db.is_sqlite, series_id, extreme_blocks)
             ends = session.execute(
                 select(mb.step_data, mb.value_data, mb.wall_data)
                 .where(*in_series, mb.block.in_((blocks[0][0], blocks[-1][0])))
@@ -109,16 +109,11 @@ def series_json(db: Database, run_id: int, key: str, *, rank: int, limit: int) -
     return to_json(body, inf_nan_mode="strings")
 
 
-def _summaries(session: Session, sqlite: bool, run_id: int, key_id: int, rank: int) -> list[Any]:
+def _summaries(session: Session, sqlite: bool, series_id: tuple[int, int, int]) -> list[Any]:
     """``(block, points, min_value, max_value)`` of every block of the series, in block order, through the
     driver's own cursor (from the covering index ``ix_metric_block_summary``): for a 10,000,000-point
     series these are 39,000 rows, and SQLAlchemy's rows cost twice the query."""
-    with closing(session.connection().connection.cursor()) as cursor:
-        cursor.execute(
-            _point_store.driver_select("block, points, min_value, max_value", sqlite=sqlite),
-            {"run": run_id, "key": key_id, "rank": rank},
-        )
-        return list(cursor.fetchall())
+    return _point_store.driver_rows(session, "block, points, min_value, max_value", series_id, sqlite=sqlite)
 
 
 def _buckets_from_blocks(blocks: Sequence[Any], buckets: int) -> list[tuple[str, int]]:
@@ -159,15 +154,14 @@ def _extremes(
 ) -> dict[int, Any]:
     """step -> (step, value, wall_time) of each chosen block's extreme (or first point), read from the
     covering index through the driver's own cursor."""
-    run_id, key_id, rank = series_id
-    sql = _point_store.driver_select(
+    rows = _point_store.driver_rows(
+        session,
         "block, first_step, first_wall, min_value, min_step, min_wall, max_value, max_step, max_wall",
+        series_id,
         sqlite=sqlite,
         blocks=sorted({block for _, block in chosen}),
     )
-    with closing(session.connection().connection.cursor()) as cursor:
-        cursor.execute(sql, {"run": run_id, "key": key_id, "rank": rank})
-        by_block: dict[int, Any] = {row[0]: row for row in cursor.fetchall()}  # min/max blocks hold a value
+    by_block: dict[int, Any] = {row[0]: row for row in rows}  # a min or max block holds a finite value
     picked: dict[int, Any] = {}
     for kind, block in chosen:
         _, first_step, first_wall, low, low_step, low_wall, high, high_step, high_wall = by_block[block]

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._resolution import resolution
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy._types import Context, Observation, Verdict, better, fmt
 from tracker.policy.rules._window import warm_up_over
 
 
@@ -101,7 +101,7 @@ class Degenerate(Rule[DegenerateParams]):
         )
         best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
-        if worst is None or (obs.value < worst if self.mode == "max" else obs.value > worst):
+        if worst is None or better(worst, obs.value, self.mode):
             worst = obs.value
         seen = state.get("seen", 0) + 1
         if ctx.best.improved:
@@ -131,13 +131,7 @@ class Degenerate(Rule[DegenerateParams]):
             return state, None
         ys = window
         distinct = sorted(set(ys))
-        fine = (
-            ""
-            if fine_step is None
-            else f"; the metric moves in steps of {fine_step:.3g} or finer, so exact repeats are no chance"
-            if fine_step
-            else "; the metric is continuous, so exact repeats are no chance"
-        )
+        fine = "" if fine_step is None else f"; {_resolution_said(fine_step)}, so exact repeats are no chance"
         shown = ", ".join(fmt(v) for v in distinct)
         why = (
             f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
@@ -178,7 +172,7 @@ class Degenerate(Rule[DegenerateParams]):
         if len(ys) <= fine_window:
             return
         leaving, floor = ys[-fine_window - 1], state["floor"]
-        if floor is None or (leaving < floor if self.mode == "max" else leaving > floor):
+        if floor is None or better(floor, leaving, self.mode):
             state["floor"] = leaving
 
     def _fine_collapse(self, state: State, short: list[float], run: _SoFar) -> float | None:
@@ -194,7 +188,8 @@ class Degenerate(Rule[DegenerateParams]):
             return None
         spread = max(short) - min(short)
         top = max(short) if self.mode == "max" else min(short)
-        if abs(before - top) <= spread or (top > before if self.mode == "max" else top < before):
+        fall = before - top if self.mode == "max" else top - before  # how far below the floor the window lies
+        if fall <= spread:
             return None
         if self._kind(short, run) != "collapsed":
             return None
@@ -227,3 +222,8 @@ class Degenerate(Rule[DegenerateParams]):
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= p.stuck_progress * ctx.planned_steps else None
+
+
+def _resolution_said(step: float) -> str:
+    """The metric's resolution in words (a step of 0: too fine to read, a continuous metric)."""
+    return f"the metric moves in steps of {step:.3g} or finer" if step else "the metric is continuous"
