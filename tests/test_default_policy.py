@@ -75,6 +75,17 @@ def test_degenerate_waits_for_the_learning_rate_warm_up() -> None:
     assert (
         stop_of(judge(rules, values, extras=falls)).step == 8
     )  # rate falls at 6; best (0) older than the window at 8
+    peaked = {"lr": [float(i + 1) for i in range(6)] + [6.0] * 6}
+    assert stop_of(judge(rules, values, extras=peaked)).step == 8  # flat at its peak from 6: warmed up
+
+
+def test_degenerate_judges_a_run_on_a_constant_rate() -> None:
+    """A constant rate is no warm-up: a run stuck on one value under it is judged like one without a rate
+    (before 2026-11-25 only a falling rate ended the warm-up, so such a run was never stopped)."""
+    values = [0.001] * 12
+    rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.0}]
+    constant = {"lr": [0.01] * 12}
+    assert stop_of(judge(rules, values, extras=constant)).step == stop_of(judge(rules, values)).step == 8
 
 
 # Accuracy on MNLI's 9,815 matched validation samples, stored as float32 as OPDA stores it: a model

@@ -22,12 +22,16 @@ def push(state: State, obs: Observation, window: int) -> State:
 
 
 def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
-    """Track the largest learning rate seen (in place); the warm-up is over once the rate falls below its
-    peak."""
+    """Track the largest learning rate seen (in place); the warm-up is over once the rate stops rising: it
+    falls below its peak, or repeats the rate of the last evaluation (a constant schedule, or a warm-up
+    that has reached its peak and holds it, as a step schedule does until its first drop). Until
+    2026-11-25 only a fall ended it, so a run on a constant rate was never judged."""
     if lr is None or not math.isfinite(lr):
         return state, True
-    if state.get("lr") == lr:  # the rate of last time: neither the peak nor the flag can move
-        return state, bool(state["lr_warm_done"])
+    previous = state.get("lr")
+    if previous == lr:  # the rate of last time: flat, so not warming up (a constant schedule, or its peak)
+        state["lr_warm_done"] = True
+        return state, True
     peak = max(state.get("lr_peak") or 0.0, lr)
     over = bool(state.get("lr_warm_done")) or lr < peak
     state["lr_peak"], state["lr_warm_done"], state["lr"] = peak, over, lr
@@ -37,8 +41,8 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
 def warm_up_over(
     state: State, obs: Observation, ctx: Context, *, lr_key: str | None, warmup: int, min_progress: float
 ) -> tuple[State, bool]:
-    """Whether a run is past its warm-up: the learning rate (if logged under ``lr_key``) has started to
-    fall, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
+    """Whether a run is past its warm-up: the learning rate (if logged under ``lr_key``) has stopped
+    rising, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
     state, lr_over = lr_warmup_over(state, obs.extras.get(lr_key) if lr_key else None)
     planned = ctx.planned_steps
     past_plan = planned is None or obs.step >= min_progress * planned
