@@ -404,3 +404,45 @@ def test_a_degenerate_state_stored_before_the_floor_continues_no_less_strict() -
     assert today.stop_step == 5
     assert before.stop_step is not None
     assert before.stop_step >= today.stop_step
+
+
+RISING = {**RETREAT, "rising_t": 2.0}
+
+
+def _wiggle(i: int) -> float:
+    return 0.004 if i % 2 else -0.004
+
+
+def test_rising_values_hold_a_run_climbing_back_past_its_early_best() -> None:
+    """An ImageNet-like run peaks early (0.34 at step 2), falls to 0.10 and climbs back 0.02 per
+    evaluation: the best stands still for a doubling while the values close in on it. ``retreat`` alone
+    stops it at step 12; with ``rising_t`` the significant rise, carried to the planned end, passes the
+    best, so it runs on and sets new bests."""
+    values = [0.0, 0.15, 0.34, 0.25, 0.15, 0.1] + [0.1 + 0.02 * (i + 1) + _wiggle(i) for i in range(34)]
+    plan = Context(planned_steps=40)
+    assert stop_of(judge([RETREAT], values, ctx=plan)).step == 12
+    assert stop_of(judge([RISING], values, ctx=plan)) is None
+
+
+def test_a_rise_too_slow_to_pass_the_best_holds_nothing() -> None:
+    """A significant rise of 0.002 per evaluation reaches about 0.17 by step 40, far short of the best
+    (0.34): stopped where ``retreat`` alone stops it, and the evidence gives the rise's t-statistic."""
+    values = [0.0, 0.15, 0.34, 0.25, 0.15, 0.1] + [0.1 + 0.002 * (i + 1) + _wiggle(i) / 4 for i in range(34)]
+    plan = Context(planned_steps=40)
+    stop = stop_of(judge([RISING], values, ctx=plan))
+    assert stop.step == stop_of(judge([RETREAT], values, ctx=plan)).step == 12
+    assert stop.evidence["rise_t"] > 2.0
+    assert stop.evidence["rising_t"] == 2.0
+    json.dumps(stop.evidence)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_jitter_on_a_plateau_is_no_rise(mode) -> None:
+    """A saturated coarse accuracy flickering by a step: no significant rise, so the same stop."""
+    plateau = coarse([3, 12, 20, 24, 26, 27] + [27, 28, 27, 27, 28, 27, 26, 27, 28, 27] * 4)
+    values = plateau if mode == "max" else [1.0 - v for v in plateau]
+    plan = Context(planned_steps=60)
+    stop = stop_of(judge([RISING], values, mode=mode, ctx=plan))
+    assert stop is not None
+    assert stop.step == stop_of(judge([RETREAT], values, mode=mode, ctx=plan)).step
+    assert stop.evidence["rise_t"] is None or stop.evidence["rise_t"] < 2.0

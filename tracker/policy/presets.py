@@ -27,7 +27,11 @@ from tracker.policy._types import Mode
 #   whose progress is within 3x the spread of its last values (at chance, jitter looks like progress).
 #   Also (retreat 0.05) when each of its last 6 values falls short of its best by more than 5% of its
 #   progress and 3x its step-to-step noise: a run that overfits or has left its best behind is stopped
-#   without waiting a doubling, under the same guards of plan and learning rate.
+#   without waiting a doubling, under the same guards of plan and learning rate. Neither stops a run
+#   whose last 8 values rise by at least 2 standard errors of their slope at a pace that passes the best
+#   by the planned end (rising_t 2, added 2026-11-25): ImageNet runs that peak early at a high rate, fall,
+#   and climb back as it anneals (AlexNet +21.9 -> +24.9 pp at a mean regret of 0.0016 -> 0.0004; the
+#   team's corpus, four seeds pooled, within 0.7 pp per source either way).
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -48,6 +52,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "lr_key": "lr",
         "lr_fraction": 0.3,
         "retreat": 0.05,
+        "rising_t": 2.0,
     },
 ]
 

@@ -45,6 +45,13 @@ class OutlookParams(RuleParams):
     detrended spread of the last evaluations' differences): on a coarse metric a lucky step up is not
     progress.
 
+    ``rising_t`` (off by default; the ``default`` policy sets 2): never stop a run whose last 8 values
+    rise, by a least-squares slope over their steps at least ``rising_t`` standard errors above zero, at
+    a pace that would carry them past the best by more than ``relative_delta`` of the progress by the
+    planned end. The best can stand still for a whole doubling while the values climb back towards it:
+    ImageNet runs that peak early at a high learning rate, fall, and climb again as it anneals. A rise
+    that noise could make (under ``rising_t`` standard errors) holds nothing back.
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -67,6 +74,7 @@ class OutlookParams(RuleParams):
     retreat: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
     retreat_window: int = Field(default=6, ge=2, le=_NOISE_WINDOW)
     retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -102,8 +110,11 @@ class Outlook(Rule[OutlookParams]):
             if len(path) > _MAX_PATH:
                 del path[1:-1:2]  # thin the middle, keep the first and the latest
         recent.append(obs.value)
+        recent_steps = state.setdefault("recent_steps", [])  # absent from states stored before 2026-11-25
+        recent_steps.append(obs.step)
         if len(recent) > _NOISE_WINDOW:
             del recent[0]
+        del recent_steps[: len(recent_steps) - len(recent)]
         if state["first"] is None:
             state["first"] = obs.value
         state["seen"] += 1
@@ -127,7 +138,12 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
-        if p.retreat is not None and (stop := self._retreat(state, obs, ctx, progress, planned, lr)):
+        rise_t = None
+        if p.rising_t is not None:
+            rise_t, passes_best = self._rise(state, best, progress, planned)
+            if passes_best and rise_t >= p.rising_t:
+                return None
+        if p.retreat is not None and (stop := self._retreat(state, obs, ctx, progress, planned, lr, rise_t)):
             return stop
         path = state["path"]  # ordered by step: the best so far at t / 2 is the last entry at or before it
         at_half = bisect.bisect_right(path, t / 2, key=_step_of)
@@ -162,6 +178,8 @@ class Outlook(Rule[OutlookParams]):
             "spread": spread,
             "planned_steps": planned,
             "lr": lr,
+            "rise_t": _finite(rise_t),
+            "rising_t": p.rising_t,
         }
         return self._spent(ctx.best, obs, evidence)
 
@@ -191,8 +209,37 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
+    def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
+        """The t-statistic of the rise of the recent values (their least-squares slope over their steps,
+        in standard errors; signed so that a rise towards better is positive, inf for an exact line), and
+        whether that line, carried to the planned end, passes the best by more than ``relative_delta`` of
+        the progress."""
+        ys, xs = state["recent"], state.get("recent_steps") or []
+        n = len(ys)
+        if n < 4 or len(xs) != n:
+            return 0.0, False
+        mean_x, mean_y = sum(xs) / n, sum(ys) / n
+        sxx = sum((x - mean_x) ** 2 for x in xs)
+        if sxx == 0.0:
+            return 0.0, False
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
+        sign = 1.0 if self.mode == "max" else -1.0
+        rise = sign * slope
+        residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
+        se = math.sqrt(residual / (n - 2) / sxx)
+        t = rise / se if se > 0.0 else (math.inf if rise > 0.0 else 0.0)
+        at_end = mean_y + slope * (planned - mean_x)
+        return t, sign * (at_end - best) > self.params.relative_delta * progress
+
     def _retreat(
-        self, state: State, obs: Observation, ctx: Context, progress: float, planned: int, lr: float | None
+        self,
+        state: State,
+        obs: Observation,
+        ctx: Context,
+        progress: float,
+        planned: int,
+        lr: float | None,
+        rise_t: float | None,
     ) -> Verdict | None:
         """A stop when each of the last ``retreat_window`` values falls short of the best by more than the
         bars (a share of the progress, a multiple of the step-to-step noise); None otherwise."""
@@ -230,7 +277,14 @@ class Outlook(Rule[OutlookParams]):
                 "bar": bar,
                 "planned_steps": planned,
                 "lr": lr,
+                "rise_t": _finite(rise_t),
+                "rising_t": p.rising_t,
             },
             best_step=best_step,
             best_value=best,
         )
+
+
+def _finite(t: float | None) -> float | None:
+    """A statistic for the evidence, which is JSON: an exact line's infinite t is left out (None)."""
+    return t if t is not None and math.isfinite(t) else None
