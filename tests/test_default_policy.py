@@ -446,3 +446,33 @@ def test_jitter_on_a_plateau_is_no_rise(mode) -> None:
     assert stop is not None
     assert stop.step == stop_of(judge([RETREAT], values, mode=mode, ctx=plan)).step
     assert stop.evidence["rise_t"] is None or stop.evidence["rise_t"] < 2.0
+
+
+EARLY = {**RETREAT, "early_retreat_t": 5.0}
+
+
+def test_a_loss_turning_up_steadily_is_stopped_before_the_plans_floor_and_says_why() -> None:
+    """A boosted-trees-like loss at its minimum at step 8 of a 100-step plan, then rising steadily:
+    ``retreat`` alone waits for 30% of the plan (step 30); with ``early_retreat_t`` the values' move away
+    from the best (many standard errors of their slope) stops it as soon as 6 of them fall short."""
+    values = overfitting_loss(60, 8)
+    plan = Context(planned_steps=100)
+    assert stop_of(judge([RETREAT], values, mode="min", ctx=plan)).step == 30
+    stop = stop_of(judge([EARLY], values, mode="min", ctx=plan))
+    assert (stop.step, stop.best_step) == (14, 8)
+    assert stop.evidence["rise_t"] < -5.0
+    assert stop.evidence["early_retreat_t"] == 5.0
+    assert "standard errors of their slope, at least 5" in stop.reason
+    json.dumps(stop.evidence)
+
+
+def test_early_retreat_leaves_a_noisy_fall_and_a_warming_rate_to_the_floor() -> None:
+    """A fall from an early best that jitters about as much as it falls is no steady move away: judged
+    at the floor as without the option. Nor is a rate still warming up passed by."""
+    noisy = [0.5 - 0.4 * math.exp(-0.5 * i) for i in range(8)]
+    noisy += [0.42 + (0.03, -0.02, 0.0)[i % 3] - 0.002 * i for i in range(50)]
+    plan = Context(planned_steps=100)
+    assert stop_of(judge([EARLY], noisy, ctx=plan)).step == stop_of(judge([RETREAT], noisy, ctx=plan)).step
+    rules = [{**EARLY, "lr_key": "lr"}]
+    warming = {"lr": [0.01 * (i + 1) for i in range(60)]}
+    assert stop_of(judge(rules, overfitting_loss(60, 8), mode="min", extras=warming, ctx=plan)) is None

@@ -31,7 +31,11 @@ from tracker.policy._types import Mode
 #   whose last 8 values rise by at least 2 standard errors of their slope at a pace that passes the best
 #   by the planned end (rising_t 2, added 2026-11-25): ImageNet runs that peak early at a high rate, fall,
 #   and climb back as it anneals (AlexNet +21.9 -> +24.9 pp at a mean regret of 0.0016 -> 0.0004; the
-#   team's corpus, four seeds pooled, within 0.7 pp per source either way).
+#   team's corpus, four seeds pooled, within 0.7 pp per source either way). And retreat may stop a run
+#   before 30% of its plan when its last 8 values move away from its best by at least 5 standard errors
+#   of their slope (early_retreat_t 5, added 2026-11-25): a loss that turns up steadily (boosted trees
+#   overfit within their first tenth); four seeds pooled, gbdt logloss -7.5 -> -5.0 pp, gbdt coarse
+#   +1.0 -> +1.5, no source lower and no mean regret moved, OPDA unchanged (without a rate AlexNet +0.4).
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -53,6 +57,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "lr_fraction": 0.3,
         "retreat": 0.05,
         "rising_t": 2.0,
+        "early_retreat_t": 5.0,
     },
 ]
 

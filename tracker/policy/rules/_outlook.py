@@ -52,6 +52,12 @@ class OutlookParams(RuleParams):
     ImageNet runs that peak early at a high learning rate, fall, and climb again as it anneals. A rise
     that noise could make (under ``rising_t`` standard errors) holds nothing back.
 
+    ``early_retreat_t`` (off by default; the ``default`` policy sets 5): ``retreat`` may stop a run before
+    ``min_progress`` of its plan when its last 8 values move away from the best by at least that many
+    standard errors of their slope: a loss that turns up steadily after its best (boosted trees overfit
+    within the first tenth of their rounds) is not a flat start, and waiting for the floor only spends
+    compute. The learning-rate guard still applies.
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -75,6 +81,7 @@ class OutlookParams(RuleParams):
     retreat_window: int = Field(default=6, ge=2, le=_NOISE_WINDOW)
     retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -128,8 +135,10 @@ class Outlook(Rule[OutlookParams]):
         p = self.params
         t = obs.step
         planned = p.planned_steps or ctx.planned_steps or 2 * t
-        if state["seen"] < p.min_evaluations or t <= 0 or t < p.min_progress * planned:
+        if state["seen"] < p.min_evaluations or t <= 0:
             return None
+        if t < p.min_progress * planned:
+            return self._early_retreat(state, obs, ctx, planned, lr) if p.early_retreat_t else None
         if lr is not None and self._schedule_pending(state, lr):
             return None
         best, first = ctx.best.value, state["first"]
@@ -209,9 +218,26 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
+    def _early_retreat(
+        self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None
+    ) -> Verdict | None:
+        """Before ``min_progress`` of the plan: the ``retreat`` stop, only for a run whose last values move
+        away from its best by at least ``early_retreat_t`` standard errors of their slope; else None."""
+        p = self.params
+        best, first = ctx.best.value, state["first"]
+        if p.retreat is None or best is None or best == first:
+            return None
+        if lr is not None and self._schedule_pending(state, lr):
+            return None
+        progress = abs(best - first)
+        rise_t, _ = self._rise(state, best, progress, planned)
+        if rise_t > -(p.early_retreat_t or 0.0):
+            return None
+        return self._retreat(state, obs, ctx, progress, planned, lr, rise_t, early=True)
+
     def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
         """The t-statistic of the rise of the recent values (their least-squares slope over their steps,
-        in standard errors; signed so that a rise towards better is positive, inf for an exact line), and
+        in standard errors; signed so that a rise towards better is positive, infinite for an exact line), and
         whether that line, carried to the planned end, passes the best by more than ``relative_delta`` of
         the progress."""
         ys, xs = state["recent"], state.get("recent_steps") or []
@@ -227,7 +253,7 @@ class Outlook(Rule[OutlookParams]):
         rise = sign * slope
         residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
         se = math.sqrt(residual / (n - 2) / sxx)
-        t = rise / se if se > 0.0 else (math.inf if rise > 0.0 else 0.0)
+        t = rise / se if se > 0.0 else (math.copysign(math.inf, rise) if rise else 0.0)
         at_end = mean_y + slope * (planned - mean_x)
         return t, sign * (at_end - best) > self.params.relative_delta * progress
 
@@ -240,9 +266,12 @@ class Outlook(Rule[OutlookParams]):
         planned: int,
         lr: float | None,
         rise_t: float | None,
+        *,
+        early: bool = False,
     ) -> Verdict | None:
         """A stop when each of the last ``retreat_window`` values falls short of the best by more than the
-        bars (a share of the progress, a multiple of the step-to-step noise); None otherwise."""
+        bars (a share of the progress, a multiple of the step-to-step noise); None otherwise. ``early``:
+        before the plan's floor, which only a steady move away from the best (``early_retreat_t``) passes."""
         p = self.params
         retreat = p.retreat or 0.0  # set: the caller asks only then
         recent = state["recent"]
@@ -261,9 +290,15 @@ class Outlook(Rule[OutlookParams]):
         reason = (
             f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
             f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {retreat:g} of "
-            f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g}); "
-            f"keep step {best_step}"
+            f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
         )
+        if early:
+            reason += (
+                f", and its last {len(recent)} values move away from it steadily (by {-(rise_t or 0.0):.3g} "
+                f"standard errors of their slope, at least {p.early_retreat_t:g}), so it is stopped before "
+                f"{p.min_progress:g} of its planned end (step {planned})"
+            )
+        reason += f"; keep step {best_step}"
         return self.stop(
             obs,
             reason=reason,
@@ -279,6 +314,7 @@ class Outlook(Rule[OutlookParams]):
                 "lr": lr,
                 "rise_t": _finite(rise_t),
                 "rising_t": p.rising_t,
+                "early_retreat_t": p.early_retreat_t if early else None,
             },
             best_step=best_step,
             best_value=best,
