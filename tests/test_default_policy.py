@@ -219,6 +219,18 @@ def test_outlook_without_a_plan_assumes_as_long_again() -> None:
     assert stop.evidence["doublings_left"] == 1.0
 
 
+def test_outlook_without_a_plan_waits_for_unplanned_evaluations() -> None:
+    """With no plan the floor of ``min_progress`` cannot hold: ``unplanned_evaluations`` is the floor
+    then, and a declared plan is judged as before."""
+    values = saturating(40, rate=0.8)
+    early = stop_of(judge([OUTLOOK], values))
+    assert early.step < 15
+    rules = [{**OUTLOOK, "unplanned_evaluations": 16}]
+    assert stop_of(judge(rules, values)).step == 15  # the 16th evaluation
+    plan = Context(planned_steps=40)
+    assert stop_of(judge(rules, values, ctx=plan)).step == stop_of(judge([OUTLOOK], values, ctx=plan)).step
+
+
 def test_outlook_leaves_a_run_that_has_not_learned_to_degenerate() -> None:
     flat_noise = [0.1, 0.1333, 0.1, 0.0667, 0.1, 0.1333, 0.1, 0.1] * 6
     assert stop_of(judge([OUTLOOK], flat_noise, ctx=Context(planned_steps=48))) is None

@@ -36,6 +36,11 @@ from tracker.policy._types import Mode
 #   of their slope (early_retreat_t 5, added 2026-11-25): a loss that turns up steadily (boosted trees
 #   overfit within their first tenth); four seeds pooled, gbdt logloss -7.5 -> -5.0 pp, gbdt coarse
 #   +1.0 -> +1.5, no source lower and no mean regret moved, OPDA unchanged (without a rate AlexNet +0.4).
+#   With no plan declared, outlook judges nothing before 16 evaluations (unplanned_evaluations, added
+#   2026-11-25; degenerate's no-plan floor for a stuck run): the floor of 30% of the plan cannot hold
+#   without one. Four corpus seeds pooled with the plan removed: the sum of the 8 margins -44.2 -> -7.3 pp,
+#   the worst mean regret 0.0231 -> 0.0123; without the plan and the rate -35.5 -> -16.1 pp; runs that
+#   declare a plan unchanged.
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -58,6 +63,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "retreat": 0.05,
         "rising_t": 2.0,
         "early_retreat_t": 5.0,
+        "unplanned_evaluations": 16,
     },
 ]
 

@@ -58,6 +58,11 @@ class OutlookParams(RuleParams):
     within the first tenth of their rounds) is not a flat start, and waiting for the floor only spends
     compute. The learning-rate guard still applies.
 
+    ``unplanned_evaluations`` (off by default; the ``default`` policy sets 16, as ``degenerate`` waits
+    twice its window of 8 for a stuck run with no plan): with no planned end declared, ``min_progress``
+    cannot hold (the run is taken to last as long again, so it is always half-way), and nothing is
+    judged before this many evaluations.
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -82,6 +87,7 @@ class OutlookParams(RuleParams):
     retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -136,6 +142,9 @@ class Outlook(Rule[OutlookParams]):
         t = obs.step
         planned = p.planned_steps or ctx.planned_steps or 2 * t
         if state["seen"] < p.min_evaluations or t <= 0:
+            return None
+        declared = p.planned_steps or ctx.planned_steps
+        if not declared and state["seen"] < (p.unplanned_evaluations or 0):  # no floor of min_progress
             return None
         if t < p.min_progress * planned:
             return self._early_retreat(state, obs, ctx, planned, lr) if p.early_retreat_t else None
