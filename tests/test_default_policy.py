@@ -76,16 +76,25 @@ def test_degenerate_waits_for_the_learning_rate_warm_up() -> None:
         stop_of(judge(rules, values, extras=falls)).step == 8
     )  # rate falls at 6; best (0) older than the window at 8
     peaked = {"lr": [float(i + 1) for i in range(6)] + [6.0] * 6}
-    assert stop_of(judge(rules, values, extras=peaked)).step == 8  # flat at its peak from 6: warmed up
+    assert stop_of(judge(rules, values, extras=peaked)) is None  # held at its peak: a stuck run waits
 
 
-def test_degenerate_judges_a_run_on_a_constant_rate() -> None:
-    """A constant rate is no warm-up: a run stuck on one value under it is judged like one without a rate
-    (before 2026-11-25 only a falling rate ended the warm-up, so such a run was never stopped)."""
-    values = [0.001] * 12
-    rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.0}]
-    constant = {"lr": [0.01] * 12}
-    assert stop_of(judge(rules, values, extras=constant)).step == stop_of(judge(rules, values)).step == 8
+def test_degenerate_judges_a_collapse_once_the_rate_stops_rising_and_a_stuck_run_once_it_falls() -> None:
+    """A constant rate is no warm-up: a collapse under it is stopped as without a rate (before 2026-11-25
+    only a falling rate ended the warm-up, so it never was). A run stuck where it started waits while
+    the rate is held at its peak: a constant rate can still lift it (a held-out breast-cancer run sat on
+    the majority class's share for 55% of its plan under one, then climbed to 0.97)."""
+    collapse = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545]
+    plan = Context(planned_steps=64)
+    rules = [{**DEGENERATE, "lr_key": "lr"}]
+    constant = {"lr": [0.01] * len(collapse)}
+    stop = stop_of(judge(rules, collapse, extras=constant, ctx=plan))
+    assert stop.step == stop_of(judge([DEGENERATE], collapse, ctx=plan)).step == 9
+    assert stop.evidence["kind"] == "collapsed"
+    stuck = [0.001] * 12
+    stuck_rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.0}]
+    assert stop_of(judge(stuck_rules, stuck, extras={"lr": [0.01] * 12})) is None
+    assert stop_of(judge(stuck_rules, stuck)).step == 8
 
 
 # Accuracy on MNLI's 9,815 matched validation samples, stored as float32 as OPDA stores it: a model
@@ -488,3 +497,40 @@ def test_early_retreat_leaves_a_noisy_fall_and_a_warming_rate_to_the_floor() -> 
     rules = [{**EARLY, "lr_key": "lr"}]
     warming = {"lr": [0.01 * (i + 1) for i in range(60)]}
     assert stop_of(judge(rules, overfitting_loss(60, 8), mode="min", extras=warming, ctx=plan)) is None
+
+
+LOSS_WATCH = {**RETREAT, "loss_key": "val_loss"}
+# Accuracy on 30 samples (iris) climbing to two classes of three told apart, then frozen at 0.667.
+FROZEN_AT_A_CLASS_SHARE = coarse([10, 14, 17, 19] + [20] * 36)
+
+
+@pytest.mark.parametrize(
+    ("id_", "val_loss", "step"),
+    [
+        # Still learning under a frozen accuracy: the loss falls 0.012 an evaluation; nothing stops it.
+        ("loss-falling", [1.1 - 0.012 * i for i in range(40)], None),
+        # The loss stopped with the accuracy: stopped where the accuracy alone stops it.
+        ("loss-flat", [1.1 - 0.1 * min(i, 4) for i in range(40)], 18),
+        # The loss turned up (overfitting): no hold either.
+        ("loss-rising", [1.1 - 0.1 * min(i, 4) + 0.02 * max(0, i - 4) for i in range(40)], 18),
+    ],
+)
+def test_a_falling_validation_loss_holds_a_frozen_coarse_accuracy(id_, val_loss, step) -> None:
+    plan = Context(planned_steps=60)
+    assert stop_of(judge([RETREAT], FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 18
+    stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": val_loss}))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert stop.step == step
+    assert stop.evidence["loss_key"] == "val_loss"
+    assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
+    assert "val_loss fell 0 over the same doubling" in stop.reason
+    json.dumps(stop.evidence)
+
+
+def test_without_the_validation_loss_logged_the_accuracy_alone_decides() -> None:
+    plan = Context(planned_steps=60)
+    stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan))
+    assert stop.step == 18
+    assert "loss_key" not in stop.evidence

@@ -17,7 +17,9 @@ from tracker.policy._types import Mode
 #   learning-rate warm-up: collapsed from where it had climbed (stopped at once), or stuck where it started
 #   (stopped only past 40% of its plan: long flat starts do climb, at up to 30% of the plan in OPDA and the
 #   team's corpus; against 0.5, no source of OPDA or either corpus seed did worse, with or without a logged
-#   rate, and 0.3 cost the held-out seed 1 regret). On a fine metric (its
+#   rate, and 0.3 cost the held-out seed 1 regret), and while a logged rate is still held at its peak not
+#   at all (a held-out breast-cancer run sat on a class share for 55% of its plan under a constant rate,
+#   then climbed). On a fine metric (its
 #   range spans 1,000 of the steps it moves in: an accuracy over thousands of samples, a loss) a fall below
 #   anything the run scored before, repeating a value exactly there, is stopped after 4 values rather than
 #   8: a constant prediction (DeBERTa runs that collapse to MNLI's class shares), not chance.
@@ -41,6 +43,11 @@ from tracker.policy._types import Mode
 #   without one. Four corpus seeds pooled with the plan removed: the sum of the 8 margins -44.2 -> -7.3 pp,
 #   the worst mean regret 0.0231 -> 0.0123; without the plan and the rate -35.5 -> -16.1 pp; runs that
 #   declare a plan unchanged.
+#   With a validation loss logged as val_loss, outlook and retreat hold while its own outlook is not spent
+#   (loss_key, added 2026-11-25): coarse accuracies sit on one value (iris's 0.667, wine's class shares)
+#   while the model still learns. Corpus seeds 0-3 plus the held-out iris and breast-cancer sources,
+#   pooled: the worst mean regret 0.0301 -> 0.0086 (iris), wine-tiny 0.0097 -> 0.0042, gbdt coarse 0.0038
+#   -> 0.0010; the 10 margins' sum +30.3 -> +38.9 pp; OPDA (no validation loss) unchanged.
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -64,6 +71,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "rising_t": 2.0,
         "early_retreat_t": 5.0,
         "unplanned_evaluations": 16,
+        "loss_key": "val_loss",
     },
 ]
 

@@ -22,6 +22,7 @@ class _SoFar(NamedTuple):
     ctx: Context
     seen: int  # finite evaluations so far
     since_best: int  # evaluations since the best was set
+    rate_held: bool  # a logged learning rate that has never fallen below its peak
 
 
 class DegenerateParams(RuleParams):
@@ -56,9 +57,11 @@ class DegenerateParams(RuleParams):
     metric is never taken for a fine one. A *stuck* run, and a run that falls back to where it started
     (a run trained from scratch, back at chance), keep the long window.
 
-    Nothing is judged before the warm-up is over: the learning rate (``lr_key``) has started to fall, the
-    step is at least ``warmup``, and past ``min_progress`` of the planned length; many runs sit at chance
-    until their learning rate has warmed up.
+    Nothing is judged before the warm-up is over: the learning rate (``lr_key``) has stopped rising (it
+    fell, or repeated the last rate), the step is at least ``warmup``, and past ``min_progress`` of the
+    planned length; many runs sit at chance until their learning rate has warmed up. A *stuck* run is
+    also left alone while a logged rate has never fallen below its peak: a constant rate can still lift
+    a run off where it started, late in its plan.
     """
 
     rule: Literal["degenerate"] = "degenerate"
@@ -118,7 +121,8 @@ class Degenerate(Rule[DegenerateParams]):
         if not warm:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
-        run = _SoFar(best, worst, obs, ctx, seen, seen - state.get("best_seen", 0))
+        held = p.lr_key is not None and "lr_peak" in state and not state.get("lr_fell")
+        run = _SoFar(best, worst, obs, ctx, seen, seen - state.get("best_seen", 0), held)
         kind, window, fine_step = None, ys[-p.window :], None
         if len(window) == p.window and len(set(window)) <= p.max_distinct:
             kind = self._kind(window, run)
@@ -205,7 +209,7 @@ class Degenerate(Rule[DegenerateParams]):
         """``collapsed``, ``stuck`` or None (a plateau the run climbed to, a run still setting new bests,
         or too early to tell)."""
         p = self.params
-        best, worst, obs, ctx, seen, since_best = run
+        best, worst, obs, ctx, seen, since_best, rate_held = run
         covered = abs(best - worst)
         spread = max(ys) - min(ys)
         top = max(ys) if self.mode == "max" else min(ys)
@@ -216,6 +220,8 @@ class Degenerate(Rule[DegenerateParams]):
             collapsed = below_best >= p.collapse_fraction * covered and below_best > 2 * spread
             return "collapsed" if collapsed else None
         if since_best < p.window:  # a new best inside the window: still moving, however coarsely
+            return None
+        if rate_held:  # a rate still at its peak can still lift a run off where it started
             return None
         if p.stuck_progress == 0.0:
             return "stuck"

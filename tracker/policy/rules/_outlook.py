@@ -52,6 +52,14 @@ class OutlookParams(RuleParams):
     ImageNet runs that peak early at a high learning rate, fall, and climb again as it anneals. A rise
     that noise could make (under ``rising_t`` standard errors) holds nothing back.
 
+    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss``): a validation loss logged beside
+    the watched metric. While its own outlook is not spent (its fall over the last doubling, carried to the
+    planned end, exceeds ``relative_delta`` of its fall since its first value), neither the outlook nor
+    ``retreat`` stops the run. A coarse accuracy can sit on one value for many evaluations while the model
+    still learns (iris's 0.667, two classes of three told apart, for a third of a run before the third
+    class separates); the loss sees it, and a loss that has turned up (overfitting) holds nothing back.
+    A run that never logs it is judged on the watched metric alone.
+
     ``early_retreat_t`` (off by default; the ``default`` policy sets 5): ``retreat`` may stop a run before
     ``min_progress`` of its plan when its last 8 values move away from the best by at least that many
     standard errors of their slope: a loss that turns up steadily after its best (boosted trees overfit
@@ -88,6 +96,7 @@ class OutlookParams(RuleParams):
     rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
+    loss_key: str | None = Field(default=None, min_length=1)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -96,7 +105,8 @@ class Outlook(Rule[OutlookParams]):
     name = "outlook"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.lr_key,) if self.params.lr_key else ()
+        keys = (self.params.lr_key, self.params.loss_key)
+        return tuple(k for k in keys if k)
 
     def initial_state(self) -> State:
         return {
@@ -114,6 +124,15 @@ class Outlook(Rule[OutlookParams]):
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
         elif state.get("lr_rising"):
             state["lr_rising"] = False
+        loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        if loss is not None and math.isfinite(loss):  # its lowest so far, kept as ``path`` is
+            if state.get("loss_first") is None:
+                state["loss_first"], state["loss_path"] = loss, []
+            loss_path = state["loss_path"]
+            if not loss_path or loss < loss_path[-1][1]:
+                loss_path.append([obs.step, loss])
+                if len(loss_path) > _MAX_PATH:
+                    del loss_path[1:-1:2]
         if not math.isfinite(obs.value):
             return state, None
         # In place: evaluate handed this rule its own copy of the state.
@@ -156,6 +175,9 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
+        loss = self._loss_outlook(state, t, planned) if p.loss_key else None
+        if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
+            return None  # the validation loss is still learning at a pace that matters
         rise_t = None
         if p.rising_t is not None:
             rise_t, passes_best = self._rise(state, best, progress, planned)
@@ -198,6 +220,7 @@ class Outlook(Rule[OutlookParams]):
             "lr": lr,
             "rise_t": _finite(rise_t),
             "rising_t": p.rising_t,
+            **(loss or {}),
         }
         return self._spent(ctx.best, obs, evidence)
 
@@ -210,8 +233,14 @@ class Outlook(Rule[OutlookParams]):
             f"run (steps {t // 2}-{t}); at that pace the {e['doublings_left']:.2g} doublings left to the "
             f"planned end (step {e['planned_steps']}) add {e['outlook']:.3g}, at most "
             f"{e['relative_delta']:g} of its progress so far ({e['progress']:.3g}); "
-            f"keep step {seen.step} ({fmt(seen.value)})"
         )
+        if "loss_key" in e:
+            reason += (
+                f"{e['loss_key']} fell {e['loss_pace']:.3g} over the same doubling, "
+                f"{e['loss_outlook']:.3g} to the planned end, at most {e['relative_delta']:g} of its own "
+                f"fall ({e['loss_progress']:.3g}); "
+            )
+        reason += f"keep step {seen.step} ({fmt(seen.value)})"
         return self.stop(obs, reason=reason, evidence=evidence, best_step=seen.step, best_value=seen.value)
 
     def _schedule_pending(self, state: State, lr: float) -> bool:
@@ -243,6 +272,25 @@ class Outlook(Rule[OutlookParams]):
         if rise_t > -(p.early_retreat_t or 0.0):
             return None
         return self._retreat(state, obs, ctx, progress, planned, lr, rise_t, early=True)
+
+    def _loss_outlook(self, state: State, t: int, planned: int) -> dict[str, Any] | None:
+        """The validation loss's own outlook, as evidence: its fall over the last doubling of the run,
+        carried to the planned end, against ``relative_delta`` of its own fall since its first value;
+        None when the run has not logged it."""
+        path, first = state.get("loss_path") or [], state.get("loss_first")
+        if not path or first is None:
+            return None
+        lowest = path[-1][1]
+        at_half = bisect.bisect_right(path, t / 2, key=_step_of)
+        earlier = path[at_half - 1][1] if at_half else first
+        doublings = math.log2(planned / t) if planned > t else 0.0
+        return {
+            "loss_key": self.params.loss_key,
+            "loss_pace": earlier - lowest,
+            "loss_outlook": (earlier - lowest) * doublings,
+            "loss_progress": first - lowest,
+            "loss_bar": self.params.relative_delta * (first - lowest),
+        }
 
     def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
         """The t-statistic of the rise of the recent values (their least-squares slope over their steps,

@@ -33,6 +33,8 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
         state["lr_warm_done"] = True
         return state, True
     peak = max(state.get("lr_peak") or 0.0, lr)
+    if lr < peak:
+        state["lr_fell"] = True
     over = bool(state.get("lr_warm_done")) or lr < peak
     state["lr_peak"], state["lr_warm_done"], state["lr"] = peak, over, lr
     return state, over
