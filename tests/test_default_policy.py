@@ -483,6 +483,7 @@ def test_a_loss_turning_up_steadily_is_stopped_before_the_plans_floor_and_says_w
     assert (stop.step, stop.best_step) == (14, 8)
     assert stop.evidence["rise_t"] < -5.0
     assert stop.evidence["early_retreat_t"] == 5.0
+    assert "move away from it steadily" in stop.reason
     assert "standard errors of their slope, at least 5" in stop.reason
     json.dumps(stop.evidence)
 

@@ -175,6 +175,11 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
+        due = self._retreat_due(state, obs, ctx, progress) if p.retreat is not None else None
+        spent = None if due is not None else self._spent_due(state, t, best, progress, planned)
+        if due is None and spent is None:
+            return None
+        # A stop is due. The holds cost more than the tests above, so they are asked only now.
         loss = self._loss_outlook(state, t, planned) if p.loss_key else None
         if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
             return None  # the validation loss is still learning at a pace that matters
@@ -183,8 +188,18 @@ class Outlook(Rule[OutlookParams]):
             rise_t, passes_best = self._rise(state, best, progress, planned)
             if passes_best and rise_t >= p.rising_t:
                 return None
-        if p.retreat is not None and (stop := self._retreat(state, obs, ctx, progress, planned, lr, rise_t)):
-            return stop
+        if due is not None:
+            return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t)
+        assert spent is not None
+        evidence = {**spent, "lr": lr, "rise_t": _finite(rise_t), "rising_t": p.rising_t, **(loss or {})}
+        return self._spent(ctx.best, obs, evidence)
+
+    def _spent_due(
+        self, state: State, t: int, best: float, progress: float, planned: int
+    ) -> dict[str, Any] | None:
+        """The evidence of a spent outlook (the best's pace over the last doubling, carried to the planned
+        end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
+        p = self.params
         path = state["path"]  # ordered by step: the best so far at t / 2 is the last entry at or before it
         at_half = bisect.bisect_right(path, t / 2, key=_step_of)
         if at_half == 0:
@@ -205,7 +220,7 @@ class Outlook(Rule[OutlookParams]):
         spread = max(recent) - min(recent)
         if progress <= p.learned_noise * noise or progress <= p.learned_spread * spread:
             return None
-        evidence = {
+        return {
             "pace": pace,
             "raw_pace": raw_pace,
             "step_noise": jitter,
@@ -217,12 +232,7 @@ class Outlook(Rule[OutlookParams]):
             "noise": noise,
             "spread": spread,
             "planned_steps": planned,
-            "lr": lr,
-            "rise_t": _finite(rise_t),
-            "rising_t": p.rising_t,
-            **(loss or {}),
         }
-        return self._spent(ctx.best, obs, evidence)
 
     def _spent(self, seen: BestSoFar, obs: Observation, evidence: dict[str, Any]) -> Verdict:
         """The stop when the outlook is spent, its sentence written from its evidence."""
@@ -265,13 +275,16 @@ class Outlook(Rule[OutlookParams]):
         best, first = ctx.best.value, state["first"]
         if p.retreat is None or best is None or best == first:
             return None
+        progress = abs(best - first)
+        due = self._retreat_due(state, obs, ctx, progress)
+        if due is None:
+            return None
         if lr is not None and self._schedule_pending(state, lr):
             return None
-        progress = abs(best - first)
         rise_t, _ = self._rise(state, best, progress, planned)
         if rise_t > -(p.early_retreat_t or 0.0):
             return None
-        return self._retreat(state, obs, ctx, progress, planned, lr, rise_t, early=True)
+        return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=True)
 
     def _loss_outlook(self, state: State, t: int, planned: int) -> dict[str, Any] | None:
         """The validation loss's own outlook, as evidence: its fall over the last doubling of the run,
@@ -301,38 +314,40 @@ class Outlook(Rule[OutlookParams]):
         n = len(ys)
         if n < 4 or len(xs) != n:
             return 0.0, False
-        mean_x, mean_y = sum(xs) / n, sum(ys) / n
-        sxx = sum((x - mean_x) ** 2 for x in xs)
-        if sxx == 0.0:
+        # One pass of sums about the first point (steps reach 2^62; values can sit far from 0).
+        x0, y0 = xs[0], ys[0]
+        sum_x = sum_y = sum_xx = sum_xy = sum_yy = 0.0
+        for x, y in zip(xs, ys, strict=True):
+            dx, dy = x - x0, y - y0
+            sum_x += dx
+            sum_y += dy
+            sum_xx += dx * dx
+            sum_xy += dx * dy
+            sum_yy += dy * dy
+        sxx = sum_xx - sum_x * sum_x / n
+        if sxx <= 0.0:
             return 0.0, False
-        slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx
+        sxy = sum_xy - sum_x * sum_y / n
+        slope = sxy / sxx
         sign = 1.0 if self.mode == "max" else -1.0
         rise = sign * slope
-        residual = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, ys, strict=True))
+        residual = max(0.0, sum_yy - sum_y * sum_y / n - slope * sxy)
         se = math.sqrt(residual / (n - 2) / sxx)
         t = rise / se if se > 0.0 else (math.copysign(math.inf, rise) if rise else 0.0)
+        mean_x, mean_y = x0 + sum_x / n, y0 + sum_y / n
         at_end = mean_y + slope * (planned - mean_x)
         return t, sign * (at_end - best) > self.params.relative_delta * progress
 
-    def _retreat(
-        self,
-        state: State,
-        obs: Observation,
-        ctx: Context,
-        progress: float,
-        planned: int,
-        lr: float | None,
-        rise_t: float | None,
-        *,
-        early: bool = False,
-    ) -> Verdict | None:
-        """A stop when each of the last ``retreat_window`` values falls short of the best by more than the
-        bars (a share of the progress, a multiple of the step-to-step noise); None otherwise. ``early``:
-        before the plan's floor, which only a steady move away from the best (``early_retreat_t``) passes."""
+    def _retreat_due(
+        self, state: State, obs: Observation, ctx: Context, progress: float
+    ) -> tuple[float, float, float] | None:
+        """(shortfall, step noise, bar) when each of the last ``retreat_window`` values falls short of the
+        best by more than the bars (a share of the progress, a multiple of the step-to-step noise); None
+        otherwise."""
         p = self.params
         retreat = p.retreat or 0.0  # set: the caller asks only then
         recent = state["recent"]
-        best, best_step = ctx.best.value, ctx.best.step
+        best = ctx.best.value
         if best is None:
             return None
         sign = 1.0 if self.mode == "max" else -1.0
@@ -344,14 +359,33 @@ class Outlook(Rule[OutlookParams]):
         bar = max(retreat * progress, p.retreat_noise * jitter)
         if shortfall <= bar or progress <= p.learned_noise * jitter:
             return None
+        return shortfall, jitter, bar
+
+    def _retreat_stop(
+        self,
+        obs: Observation,
+        ctx: Context,
+        due: tuple[float, float, float],
+        progress: float,
+        planned: int,
+        lr: float | None,
+        rise_t: float | None,
+        *,
+        early: bool = False,
+    ) -> Verdict:
+        """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
+        floor, which only a steady move away from the best (``early_retreat_t``) passes."""
+        p = self.params
+        shortfall, jitter, bar = due
+        best, best_step = ctx.best.value, ctx.best.step
         reason = (
             f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
-            f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {retreat:g} of "
+            f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {p.retreat:g} of "
             f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
         )
         if early:
             reason += (
-                f", and its last {len(recent)} values move away from it steadily (by {-(rise_t or 0.0):.3g} "
+                f", and its recent values move away from it steadily (by {-(rise_t or 0.0):.3g} "
                 f"standard errors of their slope, at least {p.early_retreat_t:g}), so it is stopped before "
                 f"{p.min_progress:g} of its planned end (step {planned})"
             )
@@ -361,7 +395,7 @@ class Outlook(Rule[OutlookParams]):
             reason=reason,
             evidence={
                 "shortfall": shortfall,
-                "retreat": retreat,
+                "retreat": p.retreat,
                 "retreat_window": p.retreat_window,
                 "progress": progress,
                 "step_noise": jitter,
