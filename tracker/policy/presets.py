@@ -86,8 +86,11 @@ DEFAULT_RULES: list[dict[str, Any]] = [
 # best from -10.0 to -1.5 pp, and on the held-out seed 1 every family's margin rose (sum -19.8 -> +52.4 pp),
 # OPDA within 2.4 pp either way. The 25th percentile came closer to Optuna's best on more sources, but lost
 # 0.026 of best-of-sweep score on both ImageNet sweeps (the median: 0.015 and 0.006).
+# The validation-loss hold is left out (loss_key None, 2026-11-25): in a sweep it kept runs whose accuracy
+# had settled for no better best of the sweep (corpus seed 1: wine-tiny -2.4 -> +1.7, gbdt coarse +15.9 ->
+# +22.2 pp over Optuna's best without it, every sweep regret unchanged; seed 0 alike).
 DEFAULT_SWEEP_RULES: list[dict[str, Any]] = [
-    *DEFAULT_RULES,
+    *({**rule, "loss_key": None} if rule["rule"] == "outlook" else rule for rule in DEFAULT_RULES),
     {"rule": "percentile", "percentile": 50.0, "n_startup_runs": 5},
     {"rule": "asha", "min_step": 1, "reduction_factor": 4.0},
 ]
