@@ -128,19 +128,14 @@ class Outlook(Rule[OutlookParams]):
         if loss is not None and math.isfinite(loss):  # its lowest so far, kept as ``path`` is
             if state.get("loss_first") is None:
                 state["loss_first"], state["loss_path"] = loss, []
-            loss_path = state["loss_path"]
-            if not loss_path or loss < loss_path[-1][1]:
-                loss_path.append([obs.step, loss])
-                if len(loss_path) > _MAX_PATH:
-                    del loss_path[1:-1:2]
+            if not state["loss_path"] or loss < state["loss_path"][-1][1]:
+                _keep_best(state["loss_path"], obs.step, loss)
         if not math.isfinite(obs.value):
             return state, None
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
-        if ctx.best.improved:
-            path.append([obs.step, ctx.best.value])
-            if len(path) > _MAX_PATH:
-                del path[1:-1:2]  # thin the middle, keep the first and the latest
+        if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
+            _keep_best(path, obs.step, ctx.best.value)
         recent.append(obs.value)
         recent_steps = state.setdefault("recent_steps", [])  # absent from states stored before 2026-11-25
         recent_steps.append(obs.step)
@@ -200,13 +195,11 @@ class Outlook(Rule[OutlookParams]):
         """The evidence of a spent outlook (the best's pace over the last doubling, carried to the planned
         end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
         p = self.params
-        path = state["path"]  # ordered by step: the best so far at t / 2 is the last entry at or before it
-        at_half = bisect.bisect_right(path, t / 2, key=_step_of)
-        if at_half == 0:
+        earlier = _best_at_half(state["path"], t)
+        if earlier is None:
             return None
-        earlier = path[at_half - 1][1]
         raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
-        doublings = math.log2(planned / t) if planned > t else 0.0
+        doublings = _doublings_left(planned, t)
         bar = p.relative_delta * progress
         if p.noise_discount == 0.0 and raw_pace * doublings > bar:
             return None
@@ -294,9 +287,10 @@ class Outlook(Rule[OutlookParams]):
         if not path or first is None:
             return None
         lowest = path[-1][1]
-        at_half = bisect.bisect_right(path, t / 2, key=_step_of)
-        earlier = path[at_half - 1][1] if at_half else first
-        doublings = math.log2(planned / t) if planned > t else 0.0
+        earlier = _best_at_half(path, t)
+        if earlier is None:
+            earlier = first
+        doublings = _doublings_left(planned, t)
         return {
             "loss_key": self.params.loss_key,
             "loss_pace": earlier - lowest,
@@ -410,6 +404,25 @@ class Outlook(Rule[OutlookParams]):
             best_step=best_step,
             best_value=best,
         )
+
+
+def _keep_best(path: list[list[float]], step: int, value: float) -> None:
+    """Append a new best to a best-so-far path (in place), thinning its middle past ``_MAX_PATH`` points
+    (the first and the latest stay)."""
+    path.append([step, value])
+    if len(path) > _MAX_PATH:
+        del path[1:-1:2]
+
+
+def _best_at_half(path: list[list[float]], t: int) -> float | None:
+    """The best so far at step ``t / 2``: the last entry of the step-ordered path at or before it; None
+    when the path starts later."""
+    at_half = bisect.bisect_right(path, t / 2, key=_step_of)
+    return path[at_half - 1][1] if at_half else None
+
+
+def _doublings_left(planned: int, t: int) -> float:
+    return math.log2(planned / t) if planned > t else 0.0
 
 
 def _finite(t: float | None) -> float | None:
