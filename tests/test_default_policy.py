@@ -535,3 +535,26 @@ def test_without_the_validation_loss_logged_the_accuracy_alone_decides() -> None
     stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan))
     assert stop.step == 18
     assert "loss_key" not in stop.evidence
+
+
+@pytest.mark.parametrize(
+    ("id_", "val_loss", "step"),
+    [
+        # Stuck on a class share (iris at 1/3) while the loss falls: learning, no verdict.
+        ("loss-falling", [1.1 - 0.01 * i for i in range(30)], None),
+        # Stuck, and the loss flat too: stuck, from 40% of the plan as without a loss.
+        ("loss-flat", [1.1] * 30, 12),
+    ],
+)
+def test_degenerate_holds_a_stuck_run_whose_validation_loss_falls(id_, val_loss, step) -> None:
+    values = coarse([10] * 30)
+    rules = [{**DEGENERATE, "stuck_progress": 0.4, "loss_key": "val_loss"}]
+    plan = Context(planned_steps=30)
+    assert stop_of(judge([{**DEGENERATE, "stuck_progress": 0.4}], values, ctx=plan)).step == 12
+    stop = stop_of(judge(rules, values, ctx=plan, extras={"val_loss": val_loss}))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
+    assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
+    json.dumps(stop.evidence)

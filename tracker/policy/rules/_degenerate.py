@@ -10,6 +10,7 @@ from pydantic import Field
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._resolution import resolution
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
+from tracker.policy.rules._loss_watch import loss_outlook, observe_loss
 from tracker.policy.rules._window import warm_up_over
 
 
@@ -62,6 +63,12 @@ class DegenerateParams(RuleParams):
     planned length; many runs sit at chance until their learning rate has warmed up. A *stuck* run is
     also left alone while a logged rate has never fallen below its peak: a constant rate can still lift
     a run off where it started, late in its plan.
+
+    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss``): no verdict while that logged
+    validation loss's own outlook is not spent (its fall over the last doubling, carried to the planned
+    end, exceeds ``loss_delta`` of its fall since its first value): a model sitting on one class share
+    while its loss still falls is learning, and climbs off it later (held-out iris runs at 1/3 for up to
+    44% of their plan).
     """
 
     rule: Literal["degenerate"] = "degenerate"
@@ -76,6 +83,8 @@ class DegenerateParams(RuleParams):
     fine_window: int | None = Field(default=None, ge=3, le=100)
     fine_levels: float = Field(default=1000.0, ge=1.0, le=1e9, allow_inf_nan=False)
     lr_key: str | None = Field(default=None, min_length=1)
+    loss_key: str | None = Field(default=None, min_length=1)
+    loss_delta: float = Field(default=0.01, gt=0.0, le=1.0, allow_inf_nan=False)
 
 
 class Degenerate(Rule[DegenerateParams]):
@@ -84,7 +93,7 @@ class Degenerate(Rule[DegenerateParams]):
     name = "degenerate"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.lr_key,) if self.params.lr_key else ()
+        return tuple(k for k in (self.params.lr_key, self.params.loss_key) if k)
 
     def initial_state(self) -> State:
         return {
@@ -97,6 +106,8 @@ class Degenerate(Rule[DegenerateParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
+        if p.loss_key:
+            observe_loss(state, obs.step, obs.extras.get(p.loss_key))
         if not math.isfinite(obs.value):
             return state, None
         state, warm = warm_up_over(
@@ -133,6 +144,12 @@ class Degenerate(Rule[DegenerateParams]):
                 kind, window = "collapsed", short
         if kind is None:
             return state, None
+        loss = None
+        if p.loss_key:
+            planned = ctx.planned_steps or 2 * obs.step
+            loss = loss_outlook(state, p.loss_key, obs.step, planned, p.loss_delta)
+            if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
+                return state, None  # the validation loss still falls at a pace that matters: learning
         ys = window
         distinct = sorted(set(ys))
         fine = "" if fine_step is None else f"; {_resolution_said(fine_step)}, so exact repeats are no chance"
@@ -161,6 +178,7 @@ class Degenerate(Rule[DegenerateParams]):
                 "collapse_fraction": p.collapse_fraction,
                 "stuck_progress": p.stuck_progress,
                 "planned_steps": ctx.planned_steps,
+                **(loss or {}),
             },
             best_step=best_step,
             best_value=best,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import bisect
 import math
-from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import Field
@@ -12,12 +10,15 @@ from pydantic import Field
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._stats import noise_sigma, step_noise
 from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
+from tracker.policy.rules._loss_watch import (
+    best_at_half,
+    doublings_left,
+    keep_best,
+    loss_outlook,
+    observe_loss,
+)
 
-# The best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
-# older (so the measured pace larger, the outlook more hopeful), never the reverse.
-_MAX_PATH = 64
 _NOISE_WINDOW = 8
-_step_of = itemgetter(0)
 
 
 class OutlookParams(RuleParams):
@@ -124,18 +125,14 @@ class Outlook(Rule[OutlookParams]):
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
         elif state.get("lr_rising"):
             state["lr_rising"] = False
-        loss = obs.extras.get(p.loss_key) if p.loss_key else None
-        if loss is not None and math.isfinite(loss):  # its lowest so far, kept as ``path`` is
-            if state.get("loss_first") is None:
-                state["loss_first"], state["loss_path"] = loss, []
-            if not state["loss_path"] or loss < state["loss_path"][-1][1]:
-                _keep_best(state["loss_path"], obs.step, loss)
+        if p.loss_key:
+            observe_loss(state, obs.step, obs.extras.get(p.loss_key))
         if not math.isfinite(obs.value):
             return state, None
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
         if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
-            _keep_best(path, obs.step, ctx.best.value)
+            keep_best(path, obs.step, ctx.best.value)
         recent.append(obs.value)
         recent_steps = state.setdefault("recent_steps", [])  # absent from states stored before 2026-11-25
         recent_steps.append(obs.step)
@@ -175,7 +172,7 @@ class Outlook(Rule[OutlookParams]):
         if due is None and spent is None:
             return None
         # A stop is due. The holds cost more than the tests above, so they are asked only now.
-        loss = self._loss_outlook(state, t, planned) if p.loss_key else None
+        loss = loss_outlook(state, p.loss_key, t, planned, p.relative_delta) if p.loss_key else None
         if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
             return None  # the validation loss is still learning at a pace that matters
         rise_t = None
@@ -195,11 +192,11 @@ class Outlook(Rule[OutlookParams]):
         """The evidence of a spent outlook (the best's pace over the last doubling, carried to the planned
         end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
         p = self.params
-        earlier = _best_at_half(state["path"], t)
+        earlier = best_at_half(state["path"], t)
         if earlier is None:
             return None
         raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
-        doublings = _doublings_left(planned, t)
+        doublings = doublings_left(planned, t)
         bar = p.relative_delta * progress
         if p.noise_discount == 0.0 and raw_pace * doublings > bar:
             return None
@@ -278,26 +275,6 @@ class Outlook(Rule[OutlookParams]):
         if rise_t > -(p.early_retreat_t or 0.0):
             return None
         return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=True)
-
-    def _loss_outlook(self, state: State, t: int, planned: int) -> dict[str, Any] | None:
-        """The validation loss's own outlook, as evidence: its fall over the last doubling of the run,
-        carried to the planned end, against ``relative_delta`` of its own fall since its first value;
-        None when the run has not logged it."""
-        path, first = state.get("loss_path") or [], state.get("loss_first")
-        if not path or first is None:
-            return None
-        lowest = path[-1][1]
-        earlier = _best_at_half(path, t)
-        if earlier is None:
-            earlier = first
-        doublings = _doublings_left(planned, t)
-        return {
-            "loss_key": self.params.loss_key,
-            "loss_pace": earlier - lowest,
-            "loss_outlook": (earlier - lowest) * doublings,
-            "loss_progress": first - lowest,
-            "loss_bar": self.params.relative_delta * (first - lowest),
-        }
 
     def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
         """The t-statistic of the rise of the recent values (their least-squares slope over their steps,
@@ -404,25 +381,6 @@ class Outlook(Rule[OutlookParams]):
             best_step=best_step,
             best_value=best,
         )
-
-
-def _keep_best(path: list[list[float]], step: int, value: float) -> None:
-    """Append a new best to a best-so-far path (in place), thinning its middle past ``_MAX_PATH`` points
-    (the first and the latest stay)."""
-    path.append([step, value])
-    if len(path) > _MAX_PATH:
-        del path[1:-1:2]
-
-
-def _best_at_half(path: list[list[float]], t: int) -> float | None:
-    """The best so far at step ``t / 2``: the last entry of the step-ordered path at or before it; None
-    when the path starts later."""
-    at_half = bisect.bisect_right(path, t / 2, key=_step_of)
-    return path[at_half - 1][1] if at_half else None
-
-
-def _doublings_left(planned: int, t: int) -> float:
-    return math.log2(planned / t) if planned > t else 0.0
 
 
 def _finite(t: float | None) -> float | None:

@@ -1,0 +1,64 @@
+"""A best-so-far path kept as a run goes, and a validation loss watched beside the monitored metric."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from operator import itemgetter
+from typing import Any
+
+from tracker.policy._base import State
+
+# A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
+# older (so the measured pace larger, the outlook more hopeful), never the reverse.
+MAX_PATH = 64
+_step_of = itemgetter(0)
+
+
+def keep_best(path: list[list[float]], step: int, value: float) -> None:
+    """Append a new best to a best-so-far path (in place), thinning its middle past ``MAX_PATH`` points
+    (the first and the latest stay)."""
+    path.append([step, value])
+    if len(path) > MAX_PATH:
+        del path[1:-1:2]
+
+
+def best_at_half(path: list[list[float]], t: int) -> float | None:
+    """The best so far at step ``t / 2``: the last entry of the step-ordered path at or before it; None
+    when the path starts later."""
+    at_half = bisect.bisect_right(path, t / 2, key=_step_of)
+    return path[at_half - 1][1] if at_half else None
+
+
+def doublings_left(planned: int, t: int) -> float:
+    return math.log2(planned / t) if planned > t else 0.0
+
+
+def observe_loss(state: State, step: int, loss: float | None) -> None:
+    """Keep a logged validation loss's first value and its lowest-so-far path in ``state`` (in place)."""
+    if loss is None or not math.isfinite(loss):
+        return
+    if state.get("loss_first") is None:
+        state["loss_first"], state["loss_path"] = loss, []
+    if not state["loss_path"] or loss < state["loss_path"][-1][1]:
+        keep_best(state["loss_path"], step, loss)
+
+
+def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> dict[str, Any] | None:
+    """The validation loss's own outlook, as evidence: its fall over the last doubling of the run, carried
+    to the planned end, against ``delta`` of its own fall since its first value (``loss_bar``); None when
+    the run has not logged it."""
+    path, first = state.get("loss_path") or [], state.get("loss_first")
+    if not path or first is None:
+        return None
+    lowest = path[-1][1]
+    earlier = best_at_half(path, t)
+    if earlier is None:
+        earlier = first
+    return {
+        "loss_key": key,
+        "loss_pace": earlier - lowest,
+        "loss_outlook": (earlier - lowest) * doublings_left(planned, t),
+        "loss_progress": first - lowest,
+        "loss_bar": delta * (first - lowest),
+    }
