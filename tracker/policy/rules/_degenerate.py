@@ -10,8 +10,8 @@ from pydantic import Field
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._resolution import resolution
 from tracker.policy._types import Context, Observation, Verdict, better, fmt
-from tracker.policy.rules._loss_watch import loss_outlook, observe_loss
-from tracker.policy.rules._window import warm_up_over
+from tracker.policy.rules._loss_watch import loss_outlook, loss_still_falls, observe_loss
+from tracker.policy.rules._window import lr_held_at_peak, warm_up_over
 
 
 class _SoFar(NamedTuple):
@@ -132,7 +132,7 @@ class Degenerate(Rule[DegenerateParams]):
         if not warm:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
-        held = p.lr_key is not None and "lr_peak" in state and not state.get("lr_fell")
+        held = p.lr_key is not None and lr_held_at_peak(state)
         run = _SoFar(best, worst, obs, ctx, seen, seen - state.get("best_seen", 0), held)
         kind, window, fine_step = None, ys[-p.window :], None
         if len(window) == p.window and len(set(window)) <= p.max_distinct:
@@ -148,8 +148,8 @@ class Degenerate(Rule[DegenerateParams]):
         if p.loss_key:
             planned = ctx.planned_steps or 2 * obs.step
             loss = loss_outlook(state, p.loss_key, obs.step, planned, p.loss_delta)
-            if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
-                return state, None  # the validation loss still falls at a pace that matters: learning
+            if loss_still_falls(loss):
+                return state, None  # learning, whatever the metric shows
         ys = window
         distinct = sorted(set(ys))
         fine = "" if fine_step is None else f"; {_resolution_said(fine_step)}, so exact repeats are no chance"

@@ -62,3 +62,9 @@ def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> 
         "loss_progress": first - lowest,
         "loss_bar": delta * (first - lowest),
     }
+
+
+def loss_still_falls(outlook: dict[str, Any] | None) -> bool:
+    """Whether a :func:`loss_outlook` says the loss still falls at a pace that matters (the run is
+    learning): its outlook exceeds its bar. False when the run has not logged the loss."""
+    return outlook is not None and outlook["loss_outlook"] > outlook["loss_bar"]

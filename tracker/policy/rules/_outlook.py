@@ -15,6 +15,7 @@ from tracker.policy.rules._loss_watch import (
     doublings_left,
     keep_best,
     loss_outlook,
+    loss_still_falls,
     observe_loss,
 )
 
@@ -173,8 +174,8 @@ class Outlook(Rule[OutlookParams]):
             return None
         # A stop is due. The holds cost more than the tests above, so they are asked only now.
         loss = loss_outlook(state, p.loss_key, t, planned, p.relative_delta) if p.loss_key else None
-        if loss is not None and loss["loss_outlook"] > loss["loss_bar"]:
-            return None  # the validation loss is still learning at a pace that matters
+        if loss_still_falls(loss):
+            return None  # learning, whatever the metric shows
         rise_t = None
         if p.rising_t is not None:
             rise_t, passes_best = self._rise(state, best, progress, planned)

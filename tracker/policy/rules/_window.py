@@ -28,8 +28,7 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
     2026-11-25 only a fall ended it, so a run on a constant rate was never judged."""
     if lr is None or not math.isfinite(lr):
         return state, True
-    previous = state.get("lr")
-    if previous == lr:  # the rate of last time: flat, so not warming up (a constant schedule, or its peak)
+    if state.get("lr") == lr:  # flat, so not warming up (a constant schedule, or its peak held)
         state["lr_warm_done"] = True
         return state, True
     peak = max(state.get("lr_peak") or 0.0, lr)
@@ -38,6 +37,12 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
     over = bool(state.get("lr_warm_done")) or lr < peak
     state["lr_peak"], state["lr_warm_done"], state["lr"] = peak, over, lr
     return state, over
+
+
+def lr_held_at_peak(state: State) -> bool:
+    """Whether a learning rate tracked by :func:`lr_warmup_over` has been seen and never fell below its
+    peak (a constant schedule so far, or a warm-up still rising or holding)."""
+    return "lr_peak" in state and not state.get("lr_fell")
 
 
 def warm_up_over(
