@@ -114,30 +114,36 @@ class Degenerate(Rule[DegenerateParams]):
             state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
         )
         best, best_step = ctx.best.value, ctx.best.step
-        worst = state.get("worst")
-        if worst is None or better(worst, obs.value, self.mode):
-            worst = obs.value
+        value, worst = obs.value, state.get("worst")
+        if worst is None or (value < worst if self.mode == "max" else value > worst):
+            worst = value
         seen = state.get("seen", 0) + 1
         if ctx.best.improved:
             state["best_seen"] = seen
         # In place: evaluate handed us our own copy.
         state["worst"], state["seen"] = worst, seen
         ys = state["ys"]
-        ys.append(obs.value)
-        if p.fine_window is not None:
-            self._lower_floor(state, ys, p.fine_window)
-        keep = max(p.window, p.fine_window + 1 if p.fine_window else 0)
+        ys.append(value)
+        fine_window = p.fine_window
+        if fine_window is not None and (len(ys) > fine_window or "floor" not in state):
+            self._lower_floor(state, ys, fine_window)
+        keep = max(p.window, fine_window + 1 if fine_window else 0)
         if len(ys) > keep:
             del ys[: len(ys) - keep]
         if not warm:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
+        since_best = seen - state.get("best_seen", 0)
+        # A window that holds the run's best is neither collapsed (its best is the run's) nor stuck (a new
+        # best inside it): most points of a learning run end here, before any window is built.
+        if since_best < p.window and (p.fine_window is None or since_best < p.fine_window):
+            return state, None
         held = p.lr_key is not None and lr_held_at_peak(state)
-        run = _SoFar(best, worst, obs, ctx, seen, seen - state.get("best_seen", 0), held)
+        run = _SoFar(best, worst, obs, ctx, seen, since_best, held)
         kind, window, fine_step = None, ys[-p.window :], None
-        if len(window) == p.window and len(set(window)) <= p.max_distinct:
+        if since_best >= p.window and len(window) == p.window and len(set(window)) <= p.max_distinct:
             kind = self._kind(window, run)
-        if kind is None and p.fine_window is not None:
+        if kind is None and p.fine_window is not None and since_best >= p.fine_window:
             short = ys[-p.fine_window :]
             fine_step = self._fine_collapse(state, short, run)
             if fine_step is not None:
