@@ -392,6 +392,34 @@ def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() 
     assert stop_of(judge(rules, values, mode="min", ctx=plan)).step == 14  # no rate logged: no guard
 
 
+@pytest.mark.parametrize(
+    ("id_", "train_loss", "step"),
+    [
+        # Still fitting its training data after the validation loss's best (step 8): overfitting, which
+        # the rate still to decay does not undo; stopped where it is without a rate.
+        ("train-falls", [1.0 - 0.02 * i for i in range(40)], 14),
+        # The training loss stopped with it: the guard holds, as without a training loss.
+        ("train-flat", [1.0 - 0.02 * min(i, 8) for i in range(40)], 29),
+        # It fell after the best, but by less than 10% of its whole fall: the guard holds.
+        ("train-barely", [1.0 - 0.1 * min(i, 8) - 0.001 * max(0, i - 8) for i in range(40)], 29),
+    ],
+)
+def test_a_falling_training_loss_lifts_the_learning_rate_guard(id_, train_loss, step) -> None:
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    rules = [{**RETREAT, "lr_key": "lr", "lr_fraction": 0.3, "train_key": "train_loss"}]
+    extras = {"lr": [1.0 - i / 40 for i in range(40)], "train_loss": train_loss}
+    stop = stop_of(judge(rules, values, mode="min", extras=extras, ctx=plan))
+    assert stop is not None
+    assert stop.step == step
+    lifted = "train_fall_since_best" in stop.evidence
+    assert lifted == (id_ == "train-falls")
+    if lifted:
+        assert stop.evidence["train_fall_since_best"] >= 0.1 * stop.evidence["train_fall"]
+        assert "train_loss fell 0.12 since that best, at least 0.1 of its whole fall (0.28)" in stop.reason
+        json.dumps(stop.evidence)
+
+
 def test_a_metric_frozen_on_one_value_releases_the_learning_rate_guard() -> None:
     """A small validation set's accuracy that sits on one value while a cosine decays (corpus seed 0,
     digits-coarse run 29: 0.933 from step 9 to step 79) is not waiting for the schedule."""
@@ -528,6 +556,25 @@ def test_a_falling_validation_loss_holds_a_frozen_coarse_accuracy(id_, val_loss,
     assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
     assert "val_loss fell 0 over the same doubling" in stop.reason
     json.dumps(stop.evidence)
+
+
+def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> None:
+    """Its lowest-so-far path still shows the descent's pace for a doubling after the loss turns: the
+    turn (by more than 5% of its fall) releases the hold, and the sentence says so."""
+    turned = [1.1 - 0.05 * min(i, 10) + 0.01 * max(0, i - 10) for i in range(40)]  # lowest 0.6 at step 10
+    plan = Context(planned_steps=60)
+    stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": turned}))
+    assert stop is not None
+    assert stop.step == 18  # where the accuracy alone stops it
+    assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the descent's pace, a doubling on
+    assert stop.evidence["loss_turn"] == pytest.approx(0.08 / 0.5)
+    said = "val_loss has turned back up from its lowest by 0.16 of its fall (0.5), more than 0.05"
+    assert said in stop.reason
+    # Without the turn test the same loss held the run until its lowest was a doubling old.
+    monkeypatch.setattr("tracker.policy.rules._loss_watch.TURNED_UP", math.inf)
+    held = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": turned}))
+    assert held is not None
+    assert held.step > 18
 
 
 def test_without_the_validation_loss_logged_the_accuracy_alone_decides() -> None:

@@ -77,6 +77,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "early_retreat_t": 5.0,
         "unplanned_evaluations": 16,
         "loss_key": "val_loss",
+        "train_key": "train_loss",
     },
 ]
 

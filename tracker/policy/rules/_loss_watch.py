@@ -12,6 +12,9 @@ from tracker.policy._base import State
 # A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
 MAX_PATH = 64
+# A loss back above its lowest by more than this share of its fall has turned up (overfitting), and no longer
+# holds a run however fast it fell over the last doubling: ``retreat``'s share of the default policy.
+TURNED_UP = 0.05
 _step_of = itemgetter(0)
 
 
@@ -42,12 +45,14 @@ def observe_loss(state: State, step: int, loss: float | None) -> None:
         state["loss_first"], state["loss_path"] = loss, []
     if not state["loss_path"] or loss < state["loss_path"][-1][1]:
         keep_best(state["loss_path"], step, loss)
+    state["loss_last"] = loss
 
 
 def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> dict[str, Any] | None:
     """The validation loss's own outlook, as evidence: its fall over the last doubling of the run, carried
-    to the planned end, against ``delta`` of its own fall since its first value (``loss_bar``); None when
-    the run has not logged it."""
+    to the planned end, against ``delta`` of its own fall since its first value (``loss_bar``), and how far
+    its latest value has turned back up from its lowest, as a share of that fall (``loss_turn``); None
+    when the run has not logged it."""
     path, first = state.get("loss_path") or [], state.get("loss_first")
     if not path or first is None:
         return None
@@ -55,16 +60,38 @@ def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> 
     earlier = best_at_half(path, t)
     if earlier is None:
         earlier = first
+    fall = first - lowest
     return {
         "loss_key": key,
         "loss_pace": earlier - lowest,
         "loss_outlook": (earlier - lowest) * doublings_left(planned, t),
-        "loss_progress": first - lowest,
-        "loss_bar": delta * (first - lowest),
+        "loss_progress": fall,
+        "loss_bar": delta * fall,
+        "loss_turn": (state.get("loss_last", lowest) - lowest) / fall if fall > 0 else 0.0,
     }
 
 
 def loss_still_falls(outlook: dict[str, Any] | None) -> bool:
     """Whether a :func:`loss_outlook` says the loss still falls at a pace that matters (the run is
-    learning): its outlook exceeds its bar. False when the run has not logged the loss."""
-    return outlook is not None and outlook["loss_outlook"] > outlook["loss_bar"]
+    learning): its outlook exceeds its bar, and it has not turned back up by more than ``TURNED_UP`` of its
+    fall (its lowest-so-far path keeps the pace of the descent for a doubling after the loss turns, and
+    overfitting is no reason to wait). False when the run has not logged the loss."""
+    return (
+        outlook is not None
+        and outlook["loss_outlook"] > outlook["loss_bar"]
+        and outlook["loss_turn"] <= TURNED_UP
+    )
+
+
+def loss_said(outlook: dict[str, Any], delta: float) -> str:
+    """Why a :func:`loss_outlook` held nothing back, in words (a clause ending in "; ")."""
+    key, fall = outlook["loss_key"], outlook["loss_progress"]
+    if outlook["loss_turn"] > TURNED_UP and outlook["loss_outlook"] > outlook["loss_bar"]:
+        return (
+            f"{key} has turned back up from its lowest by {outlook['loss_turn']:.3g} of its fall "
+            f"({fall:.3g}), more than {TURNED_UP:g}; "
+        )
+    return (
+        f"{key} fell {outlook['loss_pace']:.3g} over the same doubling, {outlook['loss_outlook']:.3g} to the "
+        f"planned end, at most {delta:g} of its own fall ({fall:.3g}); "
+    )

@@ -15,6 +15,7 @@ from tracker.policy.rules._loss_watch import (
     doublings_left,
     keep_best,
     loss_outlook,
+    loss_said,
     loss_still_falls,
     observe_loss,
 )
@@ -62,6 +63,14 @@ class OutlookParams(RuleParams):
     class separates); the loss sees it, and a loss that has turned up (overfitting) holds nothing back.
     A run that never logs it is judged on the watched metric alone.
 
+    ``train_key`` (off by default; the ``default`` policy sets ``train_loss``): a training loss logged
+    beside the watched metric. Once it has fallen by at least ``overfit_share`` of its whole fall (since its
+    first value) after the watched metric set its best, the run fits its training data without gaining
+    on validation: overfitting (Prechelt's generalisation loss). A learning-rate schedule still to come
+    slows that but does not turn it back, so the learning-rate guard no longer holds the run (runs that
+    peak during a long warm-up and overfit from there waited for the rate to fall to ``lr_fraction`` of
+    its peak). A run that never logs it keeps the guard.
+
     ``early_retreat_t`` (off by default; the ``default`` policy sets 5): ``retreat`` may stop a run before
     ``min_progress`` of its plan when its last 8 values move away from the best by at least that many
     standard errors of their slope: a loss that turns up steadily after its best (boosted trees overfit
@@ -99,6 +108,8 @@ class OutlookParams(RuleParams):
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     loss_key: str | None = Field(default=None, min_length=1)
+    train_key: str | None = Field(default=None, min_length=1)
+    overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
 
 
 class Outlook(Rule[OutlookParams]):
@@ -107,7 +118,7 @@ class Outlook(Rule[OutlookParams]):
     name = "outlook"
 
     def required_keys(self) -> tuple[str, ...]:
-        keys = (self.params.lr_key, self.params.loss_key)
+        keys = (self.params.lr_key, self.params.loss_key, self.params.train_key)
         return tuple(k for k in keys if k)
 
     def initial_state(self) -> State:
@@ -128,8 +139,12 @@ class Outlook(Rule[OutlookParams]):
             state["lr_rising"] = False
         if p.loss_key:
             observe_loss(state, obs.step, obs.extras.get(p.loss_key))
+        if p.train_key:
+            _observe_train(state, obs.extras.get(p.train_key))
         if not math.isfinite(obs.value):
             return state, None
+        if p.train_key and ctx.best.improved:
+            state["train_at_best"] = state.get("train_low")
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
         if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
@@ -160,8 +175,11 @@ class Outlook(Rule[OutlookParams]):
             return None
         if t < p.min_progress * planned:
             return self._early_retreat(state, obs, ctx, planned, lr) if p.early_retreat_t else None
+        overfit = None
         if lr is not None and self._schedule_pending(state, lr):
-            return None
+            overfit = self._overfit(state)
+            if overfit is None:
+                return None
         best, first = ctx.best.value, state["first"]
         if best is None:  # never: this value is finite, so it set or kept a finite best
             return None
@@ -182,10 +200,34 @@ class Outlook(Rule[OutlookParams]):
             if passes_best and rise_t >= p.rising_t:
                 return None
         if due is not None:
-            return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t)
+            return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, overfit=overfit)
         assert spent is not None
-        evidence = {**spent, "lr": lr, "rise_t": _finite(rise_t), "rising_t": p.rising_t, **(loss or {})}
+        evidence = {
+            **spent,
+            "lr": lr,
+            "rise_t": _finite(rise_t),
+            "rising_t": p.rising_t,
+            **(loss or {}),
+            **(overfit or {}),
+        }
         return self._spent(ctx.best, obs, evidence)
+
+    def _overfit(self, state: State) -> dict[str, Any] | None:
+        """The evidence that the run overfits (its training loss has fallen by at least ``overfit_share``
+        of its whole fall since the watched metric's best), else None."""
+        p = self.params
+        first, low, at_best = state.get("train_first"), state.get("train_low"), state.get("train_at_best")
+        if not p.train_key or first is None or low is None or at_best is None or first <= low:
+            return None
+        since_best = at_best - low
+        if since_best < p.overfit_share * (first - low):
+            return None
+        return {
+            "train_key": p.train_key,
+            "train_fall_since_best": since_best,
+            "train_fall": first - low,
+            "overfit_share": p.overfit_share,
+        }
 
     def _spent_due(
         self, state: State, t: int, best: float, progress: float, planned: int
@@ -236,11 +278,9 @@ class Outlook(Rule[OutlookParams]):
             f"{e['relative_delta']:g} of its progress so far ({e['progress']:.3g}); "
         )
         if "loss_key" in e:
-            reason += (
-                f"{e['loss_key']} fell {e['loss_pace']:.3g} over the same doubling, "
-                f"{e['loss_outlook']:.3g} to the planned end, at most {e['relative_delta']:g} of its own "
-                f"fall ({e['loss_progress']:.3g}); "
-            )
+            reason += loss_said(e, e["relative_delta"])
+        if "train_key" in e:
+            reason += _overfit_said(e)
         reason += f"keep step {seen.step} ({fmt(seen.value)})"
         return self.stop(obs, reason=reason, evidence=evidence, best_step=seen.step, best_value=seen.value)
 
@@ -344,6 +384,7 @@ class Outlook(Rule[OutlookParams]):
         rise_t: float | None,
         *,
         early: bool = False,
+        overfit: dict[str, Any] | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
         floor, which only a steady move away from the best (``early_retreat_t``) passes."""
@@ -361,7 +402,8 @@ class Outlook(Rule[OutlookParams]):
                 f"standard errors of their slope, at least {p.early_retreat_t:g}), so it is stopped before "
                 f"{p.min_progress:g} of its planned end (step {planned})"
             )
-        reason += f"; keep step {best_step}"
+        reason += f"; {_overfit_said(overfit)}" if overfit else "; "
+        reason += f"keep step {best_step}"
         return self.stop(
             obs,
             reason=reason,
@@ -378,6 +420,7 @@ class Outlook(Rule[OutlookParams]):
                 "rise_t": _finite(rise_t),
                 "rising_t": p.rising_t,
                 "early_retreat_t": p.early_retreat_t if early else None,
+                **(overfit or {}),
             },
             best_step=best_step,
             best_value=best,
@@ -387,3 +430,23 @@ class Outlook(Rule[OutlookParams]):
 def _finite(t: float | None) -> float | None:
     """A statistic for the evidence, which is JSON: an exact line's infinite t is left out (None)."""
     return t if t is not None and math.isfinite(t) else None
+
+
+def _observe_train(state: State, loss: float | None) -> None:
+    """Keep a logged training loss's first and lowest values in ``state`` (in place)."""
+    if loss is None or not math.isfinite(loss):
+        return
+    if state.get("train_first") is None:
+        state["train_first"] = loss
+    low = state.get("train_low")
+    if low is None or loss < low:
+        state["train_low"] = loss
+
+
+def _overfit_said(e: dict[str, Any]) -> str:
+    """Why a learning-rate schedule still to come held nothing back, in words (a clause ending in "; ")."""
+    return (
+        f"{e['train_key']} fell {e['train_fall_since_best']:.3g} since that best, at least "
+        f"{e['overfit_share']:g} of its whole fall ({e['train_fall']:.3g}): the run overfits, which the "
+        "learning rate's schedule still to come does not undo; "
+    )
