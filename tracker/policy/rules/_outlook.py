@@ -176,7 +176,9 @@ class Outlook(Rule[OutlookParams]):
         if t < p.min_progress * planned:
             return self._early_retreat(state, obs, ctx, planned, lr) if p.early_retreat_t else None
         overfit = None
-        if lr is not None and self._schedule_pending(state, lr):
+        # A rate at its peak and not rising (a constant schedule so far) holds nothing: asked first, cheaply.
+        at_peak = lr == state.get("lr_peak") and not state.get("lr_rising")
+        if lr is not None and not at_peak and self._schedule_pending(state, lr):
             overfit = self._overfit(state)
             if overfit is None:
                 return None
@@ -186,7 +188,13 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
-        due = self._retreat_due(state, obs, ctx, progress) if p.retreat is not None else None
+        due = None
+        # The latest value within the retreat's share of the best ends the retreat test (most points of a
+        # run near its best), without the call.
+        if p.retreat is not None and (best - obs.value if self.mode == "max" else obs.value - best) > (
+            p.retreat * progress
+        ):
+            due = self._retreat_due(state, obs, ctx, progress)
         spent = None if due is not None else self._spent_due(state, t, best, progress, planned)
         if due is None and spent is None:
             return None
