@@ -106,8 +106,9 @@ class Degenerate(Rule[DegenerateParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        if p.loss_key:
-            observe_loss(state, obs.step, obs.extras.get(p.loss_key))
+        loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        if loss is not None:
+            observe_loss(state, obs.step, loss)
         if not math.isfinite(obs.value):
             return state, None
         state, warm = warm_up_over(
@@ -125,7 +126,11 @@ class Degenerate(Rule[DegenerateParams]):
         ys = state["ys"]
         ys.append(value)
         fine_window = p.fine_window
-        if fine_window is not None and (len(ys) > fine_window or "floor" not in state):
+        if fine_window is not None and "floor" in state and len(ys) > fine_window:
+            leaving, floor = ys[-fine_window - 1], state["floor"]  # _lower_floor's common case, inline
+            if floor is None or (leaving < floor if self.mode == "max" else leaving > floor):
+                state["floor"] = leaving
+        elif fine_window is not None:
             self._lower_floor(state, ys, fine_window)
         keep = max(p.window, fine_window + 1 if fine_window else 0)
         if len(ys) > keep:

@@ -137,10 +137,12 @@ class Outlook(Rule[OutlookParams]):
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
         elif state.get("lr_rising"):
             state["lr_rising"] = False
-        if p.loss_key:
-            observe_loss(state, obs.step, obs.extras.get(p.loss_key))
-        if p.train_key:
-            _observe_train(state, obs.extras.get(p.train_key))
+        loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        if loss is not None:
+            observe_loss(state, obs.step, loss)
+        train_loss = obs.extras.get(p.train_key) if p.train_key else None
+        if train_loss is not None:
+            _observe_train(state, train_loss)
         if not math.isfinite(obs.value):
             return state, None
         if p.train_key and ctx.best.improved:
