@@ -106,9 +106,9 @@ class Degenerate(Rule[DegenerateParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        loss = obs.extras.get(p.loss_key) if p.loss_key else None
-        if loss is not None:
-            observe_loss(state, obs.step, loss)
+        logged_loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        if logged_loss is not None:
+            observe_loss(state, obs.step, logged_loss)
         if not math.isfinite(obs.value):
             return state, None
         state, warm = warm_up_over(
