@@ -420,6 +420,25 @@ def test_a_falling_training_loss_lifts_the_learning_rate_guard(id_, train_loss, 
         json.dumps(stop.evidence)
 
 
+@pytest.mark.parametrize(("loss_low_at", "step", "lifted"), [(8, 16, True), (10, 29, False)])
+def test_a_validation_loss_setting_lows_keeps_the_learning_rate_guard(loss_low_at, step, lifted) -> None:
+    """The training loss falls after the watched metric's best (step 8) either way; a validation loss that
+    set its lowest after that best (step 10) says the model still generalises better: not overfitting,
+    so the guard holds until the rate is down to 30% of its peak (step 29)."""
+    values = overfitting_loss(40, 8)
+    guarded = {**RETREAT, "lr_key": "lr", "lr_fraction": 0.3}
+    rules = [{**guarded, "train_key": "train_loss", "loss_key": "val_loss"}]
+    extras = {
+        "lr": [1.0 - i / 40 for i in range(40)],
+        "train_loss": [1.0 - 0.02 * i for i in range(40)],
+        "val_loss": [1.0 - 0.05 * min(i, loss_low_at) for i in range(40)],  # its lowest at loss_low_at
+    }
+    stop = stop_of(judge(rules, values, mode="min", extras=extras, ctx=Context(planned_steps=40)))
+    assert stop is not None
+    assert stop.step == step
+    assert ("train_fall_since_best" in stop.evidence) == lifted
+
+
 def test_a_metric_frozen_on_one_value_releases_the_learning_rate_guard() -> None:
     """A small validation set's accuracy that sits on one value while a cosine decays (corpus seed 0,
     digits-coarse run 29: 0.933 from step 9 to step 79) is not waiting for the schedule."""
@@ -568,13 +587,29 @@ def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> Non
     assert stop.step == 18  # where the accuracy alone stops it
     assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the descent's pace, a doubling on
     assert stop.evidence["loss_turn"] == pytest.approx(0.08 / 0.5)
-    said = "val_loss has turned back up from its lowest by 0.16 of its fall (0.5), more than 0.05"
+    said = "val_loss has turned back up from its lowest by 0.16 of its fall (0.5), more than 0.05 of it"
     assert said in stop.reason
     # Without the turn test the same loss held the run until its lowest was a doubling old.
     monkeypatch.setattr("tracker.policy.rules._loss_watch.TURNED_UP", math.inf)
     held = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": turned}))
     assert held is not None
     assert held.step > 18
+
+
+def test_a_noisy_validation_loss_jumping_above_its_lowest_has_not_turned_up(monkeypatch) -> None:
+    """On a small validation set the loss jumps by more than 5% of its fall and back: up by no more than
+    3x its step-to-step noise, it has not turned, and a loss whose lowest is recent still holds."""
+    jumpy = [1.1 - 0.05 * min(i, 10) + (0.04 if i > 10 and i % 2 else 0.0) for i in range(40)]  # +8% of 0.5
+    plan = Context(planned_steps=60)
+    stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": jumpy}))
+    assert stop is not None
+    assert stop.step == 20  # held until its lowest (step 10) is a doubling old
+    assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
+    # Read without its noise, the first jump (step 19) released the hold.
+    monkeypatch.setattr("tracker.policy.rules._loss_watch.TURN_NOISE", 0.0)
+    jumped = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": jumpy}))
+    assert jumped is not None
+    assert jumped.step == 19
 
 
 def test_without_the_validation_loss_logged_the_accuracy_alone_decides() -> None:

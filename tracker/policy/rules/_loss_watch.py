@@ -8,13 +8,17 @@ from operator import itemgetter
 from typing import Any
 
 from tracker.policy._base import State
+from tracker.policy._stats import step_noise
 
 # A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
 MAX_PATH = 64
-# A loss back above its lowest by more than this share of its fall has turned up (overfitting), and no longer
-# holds a run however fast it fell over the last doubling: ``retreat``'s share of the default policy.
+# A loss back above its lowest by more than this share of its fall, and by more than TURN_NOISE times its
+# step-to-step noise, has turned up (overfitting), and no longer holds a run however fast it fell over the
+# last doubling: the default policy's ``retreat`` bars (5% of the progress, 3x the noise).
 TURNED_UP = 0.05
+TURN_NOISE = 3.0
+_LOSS_WINDOW = 8  # the latest values the loss's noise is read from
 _step_of = itemgetter(0)
 
 
@@ -45,14 +49,18 @@ def observe_loss(state: State, step: int, loss: float | None) -> None:
         state["loss_first"], state["loss_path"] = loss, []
     if not state["loss_path"] or loss < state["loss_path"][-1][1]:
         keep_best(state["loss_path"], step, loss)
-    state["loss_last"] = loss
+    recent = state.setdefault("loss_recent", [])
+    recent.append(loss)
+    if len(recent) > _LOSS_WINDOW:
+        del recent[0]
 
 
 def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> dict[str, Any] | None:
     """The validation loss's own outlook, as evidence: its fall over the last doubling of the run, carried
-    to the planned end, against ``delta`` of its own fall since its first value (``loss_bar``), and how far
-    its latest value has turned back up from its lowest, as a share of that fall (``loss_turn``); None
-    when the run has not logged it."""
+    to the planned end, against ``delta`` of its own fall since its first value (``loss_bar``), how far
+    its latest value has turned back up from its lowest, as a share of that fall (``loss_turn``), and its
+    step-to-step noise over its last 8 values as the same share (``loss_noise``); None when the run has not
+    logged it."""
     path, first = state.get("loss_path") or [], state.get("loss_first")
     if not path or first is None:
         return None
@@ -61,35 +69,42 @@ def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> 
     if earlier is None:
         earlier = first
     fall = first - lowest
+    recent = state.get("loss_recent") or [lowest]  # absent from states stored before 2026-11-25
     return {
         "loss_key": key,
         "loss_pace": earlier - lowest,
         "loss_outlook": (earlier - lowest) * doublings_left(planned, t),
         "loss_progress": fall,
         "loss_bar": delta * fall,
-        "loss_turn": (state.get("loss_last", lowest) - lowest) / fall if fall > 0 else 0.0,
+        "loss_turn": (recent[-1] - lowest) / fall if fall > 0 else 0.0,
+        "loss_noise": step_noise(recent) / fall if fall > 0 else 0.0,
     }
 
 
 def loss_still_falls(outlook: dict[str, Any] | None) -> bool:
     """Whether a :func:`loss_outlook` says the loss still falls at a pace that matters (the run is
-    learning): its outlook exceeds its bar, and it has not turned back up by more than ``TURNED_UP`` of its
-    fall (its lowest-so-far path keeps the pace of the descent for a doubling after the loss turns, and
-    overfitting is no reason to wait). False when the run has not logged the loss."""
-    return (
-        outlook is not None
-        and outlook["loss_outlook"] > outlook["loss_bar"]
-        and outlook["loss_turn"] <= TURNED_UP
-    )
+    learning): its outlook exceeds its bar, and it has not turned back up (its lowest-so-far path keeps the
+    pace of the descent for a doubling after the loss turns, and overfitting is no reason to wait). False
+    when the run has not logged the loss."""
+    return outlook is not None and outlook["loss_outlook"] > outlook["loss_bar"] and not turned_up(outlook)
+
+
+def turned_up(outlook: dict[str, Any]) -> bool:
+    """Whether a :func:`loss_outlook`'s latest value is back above the lowest by more than ``TURNED_UP``
+    of the loss's fall and ``TURN_NOISE`` times its step-to-step noise (a noisy validation loss on a small
+    set jumps by 5% of its fall and back)."""
+    turn, noise = float(outlook["loss_turn"]), float(outlook["loss_noise"])
+    return turn > max(TURNED_UP, TURN_NOISE * noise)
 
 
 def loss_said(outlook: dict[str, Any], delta: float) -> str:
     """Why a :func:`loss_outlook` held nothing back, in words (a clause ending in "; ")."""
     key, fall = outlook["loss_key"], outlook["loss_progress"]
-    if outlook["loss_turn"] > TURNED_UP and outlook["loss_outlook"] > outlook["loss_bar"]:
+    if turned_up(outlook) and outlook["loss_outlook"] > outlook["loss_bar"]:
         return (
             f"{key} has turned back up from its lowest by {outlook['loss_turn']:.3g} of its fall "
-            f"({fall:.3g}), more than {TURNED_UP:g}; "
+            f"({fall:.3g}), more than {TURNED_UP:g} of it and {TURN_NOISE:g}x its step-to-step noise "
+            f"({outlook['loss_noise']:.3g} of it); "
         )
     return (
         f"{key} fell {outlook['loss_pace']:.3g} over the same doubling, {outlook['loss_outlook']:.3g} to the "

@@ -69,7 +69,9 @@ class OutlookParams(RuleParams):
     on validation: overfitting (Prechelt's generalisation loss). A learning-rate schedule still to come
     slows that but does not turn it back, so the learning-rate guard no longer holds the run (runs that
     peak during a long warm-up and overfit from there waited for the rate to fall to ``lr_fraction`` of
-    its peak). A run that never logs it keeps the guard.
+    its peak). Not while a validation loss (``loss_key``) has set a new low since that best: the model
+    still generalises better, and the watched metric's best may be a lucky value on a small validation
+    set. A run that never logs a training loss keeps the guard.
 
     ``early_retreat_t`` (off by default; the ``default`` policy sets 5): ``retreat`` may stop a run before
     ``min_progress`` of its plan when its last 8 values move away from the best by at least that many
@@ -147,6 +149,8 @@ class Outlook(Rule[OutlookParams]):
             return state, None
         if p.train_key and ctx.best.improved:
             state["train_at_best"] = state.get("train_low")
+            loss_path = state.get("loss_path")
+            state["loss_low_at_best"] = loss_path[-1][1] if loss_path else None
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
         if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
@@ -231,6 +235,11 @@ class Outlook(Rule[OutlookParams]):
             return None
         since_best = at_best - low
         if since_best < p.overfit_share * (first - low):
+            return None
+        # A validation loss (loss_key) that set a new low since that best says the model still generalises
+        # better: not overfitting, whatever the watched metric's noise shows.
+        loss_path, loss_at_best = state.get("loss_path"), state.get("loss_low_at_best")
+        if loss_path and loss_at_best is not None and loss_path[-1][1] < loss_at_best:
             return None
         return {
             "train_key": p.train_key,
