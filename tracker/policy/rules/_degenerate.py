@@ -126,11 +126,7 @@ class Degenerate(Rule[DegenerateParams]):
         ys = state["ys"]
         ys.append(value)
         fine_window = p.fine_window
-        if fine_window is not None and "floor" in state and len(ys) > fine_window:
-            leaving, floor = ys[-fine_window - 1], state["floor"]  # _lower_floor's common case, inline
-            if floor is None or (leaving < floor if self.mode == "max" else leaving > floor):
-                state["floor"] = leaving
-        elif fine_window is not None:
+        if fine_window is not None:
             self._lower_floor(state, ys, fine_window)
         keep = max(p.window, fine_window + 1 if fine_window else 0)
         if len(ys) > keep:

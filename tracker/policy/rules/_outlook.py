@@ -149,8 +149,6 @@ class Outlook(Rule[OutlookParams]):
             return state, None
         if p.train_key and ctx.best.improved:
             state["train_at_best"] = state.get("train_low")
-            loss_path = state.get("loss_path")
-            state["loss_low_at_best"] = loss_path[-1][1] if loss_path else None
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
         if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
@@ -185,7 +183,7 @@ class Outlook(Rule[OutlookParams]):
         # A rate at its peak and not rising (a constant schedule so far) holds nothing: asked first, cheaply.
         at_peak = lr == state.get("lr_peak") and not state.get("lr_rising")
         if lr is not None and not at_peak and self._schedule_pending(state, lr):
-            overfit = self._overfit(state)
+            overfit = self._overfit(state, ctx.best.step)
             if overfit is None:
                 return None
         best, first = ctx.best.value, state["first"]
@@ -226,9 +224,9 @@ class Outlook(Rule[OutlookParams]):
         }
         return self._spent(ctx.best, obs, evidence)
 
-    def _overfit(self, state: State) -> dict[str, Any] | None:
+    def _overfit(self, state: State, best_step: int | None) -> dict[str, Any] | None:
         """The evidence that the run overfits (its training loss has fallen by at least ``overfit_share``
-        of its whole fall since the watched metric's best), else None."""
+        of its whole fall since the watched metric's best, at ``best_step``), else None."""
         p = self.params
         first, low, at_best = state.get("train_first"), state.get("train_low"), state.get("train_at_best")
         if not p.train_key or first is None or low is None or at_best is None or first <= low:
@@ -238,8 +236,8 @@ class Outlook(Rule[OutlookParams]):
             return None
         # A validation loss (loss_key) that set a new low since that best says the model still generalises
         # better: not overfitting, whatever the watched metric's noise shows.
-        loss_path, loss_at_best = state.get("loss_path"), state.get("loss_low_at_best")
-        if loss_path and loss_at_best is not None and loss_path[-1][1] < loss_at_best:
+        loss_path = state.get("loss_path")
+        if loss_path and best_step is not None and loss_path[-1][0] > best_step:
             return None
         return {
             "train_key": p.train_key,
