@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import statistics
 import struct
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy._resolution import resolution
+from tracker.policy._stats import step_noise
 from tracker.policy.presets import DEFAULT_RULES
 
 Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
@@ -167,6 +170,16 @@ def test_degenerate_fine_window_table(id_, rules, values, index, window) -> None
 )
 def test_resolution_reads_the_step_from_the_values(values, step) -> None:
     assert resolution(values) == pytest.approx(step)
+
+
+def test_step_noise_of_an_exact_line_is_zero_not_its_rounding() -> None:
+    """A decision's sentence names the noise: an exact line has none (not 2.97e-17), a wiggle keeps its own,
+    and so do values near float64's largest."""
+    assert step_noise([0.9 - 0.01 * i for i in range(8)]) == 0.0
+    wiggle = [0.4 + 0.01 * (i % 2) for i in range(8)]
+    diffs = [b - a for a, b in itertools.pairwise(wiggle)]
+    assert step_noise(wiggle) == pytest.approx(statistics.stdev(diffs) / math.sqrt(2))
+    assert step_noise([1e300, 2e300, 1e300, 3e300]) > 1e299
 
 
 def test_resolution_of_float32_mnli_is_fine() -> None:

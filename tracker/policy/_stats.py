@@ -34,6 +34,10 @@ def z_quantile(q: float) -> float:
 _LARGE = 2.0**400
 
 
+# Relative size of float64 rounding left in differences of values: 64 ulps of the largest value.
+_ROUNDING = 64 * 2.0**-52
+
+
 def _scale_of(ys: Sequence[float]) -> float:
     """1.0 for ordinary values; a power of two near the largest magnitude when squares could overflow."""
     top = max(map(abs, ys), default=0.0)
@@ -77,13 +81,16 @@ def noise_sigma(ys: Sequence[float]) -> float:
 
 def step_noise(ys: Sequence[float]) -> float:
     """Step-to-step noise: the spread of the detrended first differences / sqrt(2). Unlike the median
-    absolute difference it is not zero on a coarse metric whose values mostly repeat."""
+    absolute difference it is not zero on a coarse metric whose values mostly repeat. An exact line reads
+    0, not the rounding of its differences (2.97e-17 in a decision's sentence says nothing)."""
     scale = _scale_of(ys)
     diffs = [b / scale - a / scale for a, b in itertools.pairwise(ys)]
     if len(diffs) < 2:
         return 0.0
     mean = sum(diffs) / len(diffs)
-    return math.sqrt(sum((d - mean) * (d - mean) for d in diffs) / (len(diffs) - 1) / 2) * scale
+    spread = math.sqrt(sum((d - mean) * (d - mean) for d in diffs) / (len(diffs) - 1) / 2)
+    rounding = _ROUNDING * max(map(abs, ys)) / scale
+    return spread * scale if spread > rounding else 0.0
 
 
 def trend(xs: Sequence[float], ys: Sequence[float], *, alpha: float, batches: int) -> Trend:
