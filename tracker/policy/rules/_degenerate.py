@@ -116,7 +116,7 @@ class Degenerate(Rule[DegenerateParams]):
         )
         best, best_step = ctx.best.value, ctx.best.step
         value, worst = obs.value, state.get("worst")
-        if worst is None or (value < worst if self.mode == "max" else value > worst):
+        if worst is None or better(worst, value, self.mode):
             worst = value
         seen = state.get("seen", 0) + 1
         if ctx.best.improved:

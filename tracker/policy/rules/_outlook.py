@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._stats import noise_sigma, step_noise
+from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
     best_at_half,
@@ -341,30 +341,16 @@ class Outlook(Rule[OutlookParams]):
         the progress."""
         ys, xs = state["recent"], state.get("recent_steps") or []
         n = len(ys)
-        if n < 4 or len(xs) != n:
+        if n < 4 or len(xs) != n or min(xs) == max(xs):
             return 0.0, False
-        # One pass of sums about the first point (steps reach 2^62; values can sit far from 0).
-        x0, y0 = xs[0], ys[0]
-        sum_x = sum_y = sum_xx = sum_xy = sum_yy = 0.0
-        for x, y in zip(xs, ys, strict=True):
-            dx, dy = x - x0, y - y0
-            sum_x += dx
-            sum_y += dy
-            sum_xx += dx * dx
-            sum_xy += dx * dy
-            sum_yy += dy * dy
-        sxx = sum_xx - sum_x * sum_x / n
-        if sxx <= 0.0:
-            return 0.0, False
-        sxy = sum_xy - sum_x * sum_y / n
-        slope = sxy / sxx
+        slope, _, residuals = ols(xs, ys)
+        mean_x, mean_y = sum(xs) / n, sum(ys) / n
+        sxx = sum((x - mean_x) * (x - mean_x) for x in xs)
         sign = 1.0 if self.mode == "max" else -1.0
         rise = sign * slope
-        residual = max(0.0, sum_yy - sum_y * sum_y / n - slope * sxy)
-        se = math.sqrt(residual / (n - 2) / sxx)
+        se = math.sqrt(sum(r * r for r in residuals) / (n - 2) / sxx)
         t = rise / se if se > 0.0 else (math.copysign(math.inf, rise) if rise else 0.0)
-        mean_x, mean_y = x0 + sum_x / n, y0 + sum_y / n
-        at_end = mean_y + slope * (planned - mean_x)
+        at_end = mean_y + slope * (planned - mean_x)  # about the means: steps reach 2^62
         return t, sign * (at_end - best) > self.params.relative_delta * progress
 
     def _retreat_due(
