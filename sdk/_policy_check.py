@@ -137,6 +137,10 @@ def _fits(value: Any, option: dict[str, Any]) -> bool:
             and number > option.get("exclusiveMinimum", -math.inf)
             and number < option.get("exclusiveMaximum", math.inf)
         )
+    if kind == "array":  # a list of names (a key parameter); the items are the tracker's to check
+        if not isinstance(value, (list, tuple)):
+            return False
+        return bool(option.get("minItems", 0) <= len(value) <= option.get("maxItems", len(value)))
     return True  # a type this check does not know: the tracker decides
 
 
@@ -146,7 +150,8 @@ def _describe(options: list[dict[str, Any]]) -> str:
         if "enum" in option:
             parts.append("one of " + ", ".join(repr(v) for v in option["enum"]))
             continue
-        text = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}.get(
+        kinds = {"integer": "a whole number", "number": "a number", "boolean": "true or false"}
+        text = {**kinds, "string": "a string", "array": "a list"}.get(
             option.get("type", ""), option.get("type", "a value")
         )
         bounds = []
@@ -158,5 +163,9 @@ def _describe(options: list[dict[str, Any]]) -> str:
             bounds.append(f"<= {option['maximum']}")
         if "exclusiveMaximum" in option:
             bounds.append(f"< {option['exclusiveMaximum']}")
+        if "minItems" in option:
+            bounds.append(f"of at least {option['minItems']} items")
+        if "maxItems" in option:
+            bounds.append(f"of at most {option['maxItems']} items")
         parts.append(text + (" " + " and ".join(bounds) if bounds else ""))
     return " or ".join(parts)

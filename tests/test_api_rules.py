@@ -106,6 +106,39 @@ def test_the_default_policy_stops_a_saturated_run_through_the_tracker(client: ht
     assert stop["best_step"] == stop["step"]  # the loss still falls, by less than 1% of its progress
 
 
+@pytest.mark.parametrize(("loss", "stop_step"), [("flat", 18), ("falling", None)])
+def test_the_default_policy_reads_a_validation_loss_logged_as_eval_loss_in_its_own_batch(
+    client: httpx.Client, loss: str, stop_step: int | None
+) -> None:
+    """An accuracy on 30 samples frozen at 20/30 (iris): a validation loss that still falls holds it, one
+    that stopped with it does not. The loss comes as the Transformers trainer names it, in a batch of
+    its own ahead of the accuracy's, so the tracker reads it back from the store; other spellings of
+    the same series are known keys of other runs, which this run never logged."""
+    other = create_run(client, {"monitor": "val_loss"})
+    post(
+        client,
+        other["id"],
+        [{"key": "val_loss", "step": 0, "value": 1.0}, {"key": "loss", "step": 0, "value": 1.0}],
+    )
+    run = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=60)
+    accuracy = [c / 30 for c in [10, 14, 17, 19] + [20] * 36]
+    stop = None
+    for s, value in enumerate(accuracy):
+        eval_loss = 1.1 - (0.1 * min(s, 4) if loss == "flat" else 0.012 * s)
+        post(client, run["id"], [{"key": "eval_loss", "step": s, "value": eval_loss}])
+        answer = post(client, run["id"], [{"key": "val/acc", "step": s, "value": value}])
+        if answer["decision"]["action"] == "stop":
+            stop = answer["decision"]
+            break
+    if stop_step is None:
+        assert stop is None, stop["reason"]
+        return
+    assert stop is not None
+    assert (stop["step"], stop["rule"]) == (stop_step, "outlook")
+    assert stop["evidence"]["loss_key"] == "eval_loss"
+    assert "eval_loss fell 0 over the same doubling" in stop["reason"]
+
+
 def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx.Client) -> None:
     experiment = f"sweep-{uuid.uuid4().hex[:6]}"
     policy = {

@@ -653,3 +653,73 @@ def test_degenerate_holds_a_stuck_run_whose_validation_loss_falls(id_, val_loss,
     assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
     assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
     json.dumps(stop.evidence)
+
+
+# The spellings trainers log the default's companion series under: Keras and hand-written loops, the
+# README and the demo, the Transformers trainer (training loss "loss"), others.
+SPELLINGS = [
+    ("val_loss", "train_loss", "lr"),
+    ("val/loss", "train/loss", "lr"),
+    ("eval_loss", "loss", "learning_rate"),
+    ("valid_loss", "training_loss", "lr"),
+    ("validation/loss", "train_loss_epoch", "learning_rate"),
+]
+
+
+@pytest.mark.parametrize(("val_name", "train_name", "lr_name"), SPELLINGS)
+def test_the_default_reads_a_validation_loss_under_the_names_trainers_log_it(
+    val_name, train_name, lr_name
+) -> None:
+    plan = Context(planned_steps=60)
+    assert stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 18  # accuracy alone
+    falling = {val_name: [1.1 - 0.012 * i for i in range(40)]}
+    held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling))
+    assert held is None, held.reason
+    flat = {val_name: [1.1 - 0.1 * min(i, 4) for i in range(40)]}
+    stop = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=flat))
+    assert stop.step == 18
+    assert stop.evidence["loss_key"] == val_name
+    assert f"{val_name} fell 0 over the same doubling" in stop.reason
+
+
+@pytest.mark.parametrize(("val_name", "train_name", "lr_name"), SPELLINGS)
+def test_the_default_reads_a_training_loss_and_a_rate_under_the_names_trainers_log_them(
+    val_name, train_name, lr_name
+) -> None:
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    decaying = [1.0 - i / 40 for i in range(40)]  # down to 30% of its peak at step 29
+    # The rate holds the overfitting run until step 29; without it the run is stopped at 14.
+    assert stop_of(judge(DEFAULT_RULES, values, mode="min", ctx=plan)).step == 14
+    guarded = stop_of(judge(DEFAULT_RULES, values, mode="min", ctx=plan, extras={lr_name: decaying}))
+    assert guarded.step == 29
+    assert guarded.evidence["lr"] == decaying[29]
+    # A training loss that keeps falling after the best lifts that guard: overfitting.
+    falling = [1.0 - 0.02 * i for i in range(40)]
+    extras = {lr_name: decaying, train_name: falling}
+    lifted = stop_of(judge(DEFAULT_RULES, values, mode="min", ctx=plan, extras=extras))
+    assert lifted.step == 14
+    assert lifted.evidence["train_key"] == train_name
+    assert f"{train_name} fell 0.12 since that best" in lifted.reason
+
+
+def test_a_key_parameter_reads_the_first_of_its_names_the_run_logged() -> None:
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    rules = [{**RETREAT, "lr_key": ["lr", "learning_rate"], "lr_fraction": 0.3}]
+    decaying = [1.0 - i / 40 for i in range(40)]
+    # "lr" comes first: a "learning_rate" held at its peak beside it is not read.
+    extras = {"lr": decaying, "learning_rate": [1.0] * 40}
+    assert stop_of(judge(rules, values, mode="min", extras=extras, ctx=plan)).step == 29
+    # Alone, "learning_rate" is read: held at its peak, a constant schedule holds nothing back.
+    held = stop_of(judge(rules, values, mode="min", extras={"learning_rate": [1.0] * 40}, ctx=plan))
+    assert held.step == 14
+    policy = PolicySpec.model_validate({"monitor": "m", "mode": "min", "rules": rules})
+    assert policy.required_keys() == {"lr", "learning_rate"}
+    assert json.loads(policy.model_dump_json())["rules"][0]["lr_key"] == ["lr", "learning_rate"]
+
+
+@pytest.mark.parametrize("names", [[], [""], ["lr", ""], ["x"] * 17])
+def test_a_key_parameter_refuses_an_empty_list_an_empty_name_and_more_than_16_names(names) -> None:
+    with pytest.raises(ValueError, match="lr_key"):
+        PolicySpec.model_validate({"monitor": "m", "rules": [{**RETREAT, "lr_key": names}]})

@@ -52,6 +52,18 @@ from tracker.policy._types import Mode
 #   learning (iris at 1/3 for up to 44% of its plan, then 0.87). Pooled as above: the sum +38.9 -> +95.3 pp,
 #   the worst mean regret 0.0086 -> 0.0010 (iris -6.2 -> +15.7, digits-coarse +6.8 -> +34.5, wine-tiny
 #   -2.9 -> +7.1); seed 0 alone +15.2 -> +4.8 (wine-tiny +8.5 -> +3.0 at an unchanged regret of 0.0009).
+# The spellings the default reads each companion series under, the first the run has logged winning
+# (tracker.policy._keys; added 2026-11-25): Keras's and hand-written loops' val_loss/train_loss, the README's
+# and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to
+# lr), and the training loss that Keras and Transformers log as plain "loss". Until then the default read
+# only val_loss, train_loss and lr, so a loop that logged val/loss got none of the holds its figures
+# depend on. The names of OPDA and the team's corpus come first, so their replays are unchanged.
+LR_NAMES = ["lr", "learning_rate"]
+VAL_LOSS_NAMES = [
+    *("val_loss", "val/loss", "valid_loss", "valid/loss"),
+    *("validation_loss", "validation/loss", "eval_loss", "eval/loss"),
+]
+TRAIN_LOSS_NAMES = ["train_loss", "train/loss", "training_loss", "train_loss_epoch", "loss"]
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},
@@ -61,23 +73,23 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "window": 8,
         "max_distinct": 4,
         "fine_window": 4,
-        "lr_key": "lr",
+        "lr_key": LR_NAMES,
         "stuck_progress": 0.4,
-        "loss_key": "val_loss",
+        "loss_key": VAL_LOSS_NAMES,
     },
     {
         "rule": "outlook",
         "relative_delta": 0.01,
         "min_progress": 0.3,
         "learned_spread": 3.0,
-        "lr_key": "lr",
+        "lr_key": LR_NAMES,
         "lr_fraction": 0.3,
         "retreat": 0.05,
         "rising_t": 2.0,
         "early_retreat_t": 5.0,
         "unplanned_evaluations": 16,
-        "loss_key": "val_loss",
-        "train_key": "train_loss",
+        "loss_key": VAL_LOSS_NAMES,
+        "train_key": TRAIN_LOSS_NAMES,
     },
 ]
 

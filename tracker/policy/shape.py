@@ -25,7 +25,7 @@ from tracker.policy._registry import RuleSpec
 
 _KEPT = (
     *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
-    *("minLength", "maxLength", "maxItems"),
+    *("minLength", "maxLength", "minItems", "maxItems"),
 )
 
 

@@ -333,11 +333,17 @@ def _extras(
         for step in steps:
             if step in points:
                 extras[step][key] = points[step][0]
-    for key in keys:
-        missing = [step for step in steps if key not in extras[step]]
-        if not missing:
-            continue
-        stored_id = session.execute(select(models.MetricKey.id).where(models.MetricKey.name == key)).scalar()
+    absent = {key: [step for step in steps if key not in extras[step]] for key in keys}
+    absent = {key: missing for key, missing in absent.items() if missing}
+    if not absent:
+        return extras
+    # One lookup for every absent key's id: a policy may name several spellings of one series (val_loss,
+    # val/loss, eval_loss), and a run logs one of them, or none.
+    mk = models.MetricKey
+    rows = session.execute(select(mk.name, mk.id).where(mk.name.in_(sorted(absent))))
+    stored_ids = {name: key_id for name, key_id in rows}
+    for key, missing in absent.items():
+        stored_id = stored_ids.get(key)
         if stored_id is None:
             continue
         stored = _point_store.newest(

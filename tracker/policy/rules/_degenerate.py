@@ -8,8 +8,9 @@ from typing import Literal, NamedTuple
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._resolution import resolution
-from tracker.policy._types import Context, Observation, Verdict, better, fmt
+from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
 from tracker.policy.rules._loss_watch import loss_outlook, loss_still_falls, observe_loss
 from tracker.policy.rules._window import lr_held_at_peak, warm_up_over
 
@@ -64,12 +65,11 @@ class DegenerateParams(RuleParams):
     also left alone while a logged rate has never fallen below its peak: a constant rate can still lift
     a run off where it started, late in its plan.
 
-    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss``): no verdict while that logged
-    validation loss's own outlook is not spent (its fall over the last doubling, carried to the planned
-    end, exceeds ``loss_delta`` of its fall since its first value): a model sitting on one class share
-    while its loss still falls is learning, and climbs off it later (held-out iris runs at 1/3 for up to
-    44% of their plan).
-    """
+    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss`` and its other spellings): no
+    verdict while that logged validation loss's own outlook is not spent (its fall over the last doubling,
+    carried to the planned end, exceeds ``loss_delta`` of its fall since its first value): a model sitting on
+    one class share while its loss still falls is learning, and climbs off it later (held-out iris runs at 1/3
+    for up to 44% of their plan)."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
@@ -82,8 +82,8 @@ class DegenerateParams(RuleParams):
     collapse_fraction: float = Field(default=0.5, gt=0.0, le=1.0)
     fine_window: int | None = Field(default=None, ge=3, le=100)
     fine_levels: float = Field(default=1000.0, ge=1.0, le=1e9, allow_inf_nan=False)
-    lr_key: str | None = Field(default=None, min_length=1)
-    loss_key: str | None = Field(default=None, min_length=1)
+    lr_key: MetricNames | None = None
+    loss_key: MetricNames | None = None
     loss_delta: float = Field(default=0.01, gt=0.0, le=1.0, allow_inf_nan=False)
 
 
@@ -92,8 +92,13 @@ class Degenerate(Rule[DegenerateParams]):
 
     name = "degenerate"
 
+    def __init__(self, params: DegenerateParams, *, monitor: str, mode: Mode) -> None:
+        super().__init__(params, monitor=monitor, mode=mode)
+        self._lr_names = Names(params.lr_key)
+        self._loss_names = Names(params.loss_key)
+
     def required_keys(self) -> tuple[str, ...]:
-        return tuple(k for k in (self.params.lr_key, self.params.loss_key) if k)
+        return (*self._lr_names.order, *self._loss_names.order)
 
     def initial_state(self) -> State:
         return {
@@ -106,14 +111,13 @@ class Degenerate(Rule[DegenerateParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        logged_loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        logged_loss = self._loss_names.read(obs.extras)
         if logged_loss is not None:
             observe_loss(state, obs.step, logged_loss)
         if not math.isfinite(obs.value):
             return state, None
-        state, warm = warm_up_over(
-            state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
-        )
+        lr = self._lr_names.read(obs.extras)
+        state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
         best, best_step = ctx.best.value, ctx.best.step
         value, worst = obs.value, state.get("worst")
         if worst is None or better(worst, value, self.mode):
@@ -139,7 +143,7 @@ class Degenerate(Rule[DegenerateParams]):
         # best inside it): most points of a learning run end here, before any window is built.
         if since_best < p.window and (p.fine_window is None or since_best < p.fine_window):
             return state, None
-        held = p.lr_key is not None and lr_held_at_peak(state)
+        held = bool(self._lr_names) and lr_held_at_peak(state)
         run = _SoFar(best, worst, obs, ctx, seen, since_best, held)
         kind, window, fine_step = None, ys[-p.window :], None
         if since_best >= p.window and len(window) == p.window and len(set(window)) <= p.max_distinct:
@@ -152,9 +156,10 @@ class Degenerate(Rule[DegenerateParams]):
         if kind is None:
             return state, None
         loss = None
-        if p.loss_key:
+        if self._loss_names:
             planned = ctx.planned_steps or 2 * obs.step
-            loss = loss_outlook(state, p.loss_key, obs.step, planned, p.loss_delta)
+            name = self._loss_names.read_name(obs.extras)
+            loss = loss_outlook(state, name, obs.step, planned, p.loss_delta)
             if loss_still_falls(loss):
                 return state, None  # learning, whatever the metric shows
         ys = window

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._stats import trend
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import lr_warmup_over, push
@@ -36,7 +37,7 @@ class ForecastParams(RuleParams):
     batches: int = Field(default=3, ge=2, le=50)
     min_progress: float = Field(default=0.1, ge=0.0, le=1.0)
     planned_steps: int | None = Field(default=None, ge=1, le=MAX_STEP)
-    lr_key: str | None = Field(default=None, min_length=1)
+    lr_key: MetricNames | None = None
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 
 
@@ -46,14 +47,14 @@ class Forecast(Rule[ForecastParams]):
     name = "forecast"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.lr_key,) if self.params.lr_key else ()
+        return Names(self.params.lr_key).order
 
     def initial_state(self) -> State:
         return {"xs": [], "ys": [], "first": None}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        lr = obs.extras.get(p.lr_key) if p.lr_key else None
+        lr = Names(p.lr_key).read(obs.extras)
         state, _ = lr_warmup_over(state, lr)
         best, best_step = ctx.best.value, ctx.best.step
         if math.isfinite(obs.value):  # NaN/inf move neither the best nor the window

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._stats import noise_sigma
 from tracker.policy._types import Context, Observation, Verdict, fmt
 from tracker.policy.rules._window import push, warm_up_over
@@ -26,7 +27,7 @@ class NoProgressParams(RuleParams):
     delta: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     noise_factor: float = Field(default=3.0, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
     min_progress: float = Field(default=0.0, ge=0.0, le=1.0)
-    lr_key: str | None = Field(default=None, min_length=1)
+    lr_key: MetricNames | None = None
     warmup: int = Field(default=0, ge=0, le=MAX_STEP)
 
 
@@ -37,7 +38,7 @@ class NoProgress(Rule[NoProgressParams]):
     name = "no_progress"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.lr_key,) if self.params.lr_key else ()
+        return Names(self.params.lr_key).order
 
     def initial_state(self) -> State:
         return {"first": None, "xs": [], "ys": [], "wait": 0, "learned": False}
@@ -46,10 +47,8 @@ class NoProgress(Rule[NoProgressParams]):
         p = self.params
         if state.get("learned") or state.get("done"):  # ("done": its name in states stored before)
             return state, None
-        lr = obs.extras.get(p.lr_key) if p.lr_key else None
-        state, warm = warm_up_over(
-            state, obs, ctx, lr_key=p.lr_key, warmup=p.warmup, min_progress=p.min_progress
-        )
+        lr = Names(p.lr_key).read(obs.extras)
+        state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
         best, best_step = ctx.best.value, ctx.best.step
         first = state["first"] if state["first"] is not None else best
         state["first"] = first

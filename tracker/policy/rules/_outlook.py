@@ -8,8 +8,9 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._stats import noise_sigma, ols, step_noise
-from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
+from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
     best_at_half,
     doublings_left,
@@ -55,23 +56,23 @@ class OutlookParams(RuleParams):
     ImageNet runs that peak early at a high learning rate, fall, and climb again as it anneals. A rise
     that noise could make (under ``rising_t`` standard errors) holds nothing back.
 
-    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss``): a validation loss logged beside
-    the watched metric. While its own outlook is not spent (its fall over the last doubling, carried to the
-    planned end, exceeds ``relative_delta`` of its fall since its first value), neither the outlook nor
-    ``retreat`` stops the run. A coarse accuracy can sit on one value for many evaluations while the model
-    still learns (iris's 0.667, two classes of three told apart, for a third of a run before the third
-    class separates); the loss sees it, and a loss that has turned up (overfitting) holds nothing back.
-    A run that never logs it is judged on the watched metric alone.
+    ``loss_key`` (off by default; the ``default`` policy sets ``val_loss`` and its other spellings): a
+    validation loss logged beside the watched metric. While its own outlook is not spent (its fall over the
+    last doubling, carried to the planned end, exceeds ``relative_delta`` of its fall since its first value),
+    neither the outlook nor ``retreat`` stops the run. A coarse accuracy can sit on one value for many
+    evaluations while the model still learns (iris's 0.667, two classes of three told apart, for a third of a
+    run before the third class separates); the loss sees it, and a loss that has turned up (overfitting) holds
+    nothing back. A run that never logs it is judged on the watched metric alone.
 
-    ``train_key`` (off by default; the ``default`` policy sets ``train_loss``): a training loss logged
-    beside the watched metric. Once it has fallen by at least ``overfit_share`` of its whole fall (since its
-    first value) after the watched metric set its best, the run fits its training data without gaining
-    on validation: overfitting (Prechelt's generalisation loss). A learning-rate schedule still to come
-    slows that but does not turn it back, so the learning-rate guard no longer holds the run (runs that
-    peak during a long warm-up and overfit from there waited for the rate to fall to ``lr_fraction`` of
-    its peak). Not while a validation loss (``loss_key``) has set a new low since that best: the model
-    still generalises better, and the watched metric's best may be a lucky value on a small validation
-    set. A run that never logs a training loss keeps the guard.
+    ``train_key`` (off by default; the ``default`` policy sets ``train_loss`` and its other spellings): a
+    training loss logged beside the watched metric. Once it has fallen by at least ``overfit_share`` of its
+    whole fall (since its first value) after the watched metric set its best, the run fits its training data
+    without gaining on validation: overfitting (Prechelt's generalisation loss). A learning-rate schedule
+    still to come slows that but does not turn it back, so the learning-rate guard no longer holds the run
+    (runs that peak during a long warm-up and overfit from there waited for the rate to fall to
+    ``lr_fraction`` of its peak). Not while a validation loss (``loss_key``) has set a new low since that
+    best: the model still generalises better, and the watched metric's best may be a lucky value on a small
+    validation set. A run that never logs a training loss keeps the guard.
 
     ``early_retreat_t`` (off by default; the ``default`` policy sets 5): ``retreat`` may stop a run before
     ``min_progress`` of its plan when its last 8 values move away from the best by at least that many
@@ -100,7 +101,7 @@ class OutlookParams(RuleParams):
     learned_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     learned_spread: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     planned_steps: int | None = Field(default=None, ge=1, le=MAX_STEP)
-    lr_key: str | None = Field(default=None, min_length=1)
+    lr_key: MetricNames | None = None
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     noise_discount: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
     retreat: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
@@ -109,8 +110,8 @@ class OutlookParams(RuleParams):
     rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
-    loss_key: str | None = Field(default=None, min_length=1)
-    train_key: str | None = Field(default=None, min_length=1)
+    loss_key: MetricNames | None = None
+    train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
 
 
@@ -119,9 +120,14 @@ class Outlook(Rule[OutlookParams]):
 
     name = "outlook"
 
+    def __init__(self, params: OutlookParams, *, monitor: str, mode: Mode) -> None:
+        super().__init__(params, monitor=monitor, mode=mode)
+        self._lr_names = Names(params.lr_key)
+        self._loss_names = Names(params.loss_key)
+        self._train_names = Names(params.train_key)
+
     def required_keys(self) -> tuple[str, ...]:
-        keys = (self.params.lr_key, self.params.loss_key, self.params.train_key)
-        return tuple(k for k in keys if k)
+        return (*self._lr_names.order, *self._loss_names.order, *self._train_names.order)
 
     def initial_state(self) -> State:
         return {
@@ -132,22 +138,21 @@ class Outlook(Rule[OutlookParams]):
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        p = self.params
-        lr = obs.extras.get(p.lr_key) if p.lr_key else None
+        lr = self._lr_names.read(obs.extras)
         if lr is not None and lr != state.get("lr") and math.isfinite(lr):  # the same rate: nothing moves
             state["lr_rising"] = lr > (state.get("lr") or 0.0)
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
         elif state.get("lr_rising"):
             state["lr_rising"] = False
-        loss = obs.extras.get(p.loss_key) if p.loss_key else None
+        loss = self._loss_names.read(obs.extras)
         if loss is not None:
             observe_loss(state, obs.step, loss)
-        train_loss = obs.extras.get(p.train_key) if p.train_key else None
+        train_loss = self._train_names.read(obs.extras)
         if train_loss is not None:
             _observe_train(state, train_loss)
         if not math.isfinite(obs.value):
             return state, None
-        if p.train_key and ctx.best.improved:
+        if self._train_names and ctx.best.improved:
             state["train_at_best"] = state.get("train_low")
         # In place: evaluate handed this rule its own copy of the state.
         path, recent = state["path"], state["recent"]
@@ -183,7 +188,7 @@ class Outlook(Rule[OutlookParams]):
         # A rate at its peak and not rising (a constant schedule so far) holds nothing: asked first, cheaply.
         at_peak = lr == state.get("lr_peak") and not state.get("lr_rising")
         if lr is not None and not at_peak and self._schedule_pending(state, lr):
-            overfit = self._overfit(state, ctx.best.step)
+            overfit = self._overfit(state, obs, ctx.best.step)
             if overfit is None:
                 return None
         best, first = ctx.best.value, state["first"]
@@ -203,7 +208,9 @@ class Outlook(Rule[OutlookParams]):
         if due is None and spent is None:
             return None
         # A stop is due. The holds cost more than the tests above, so they are asked only now.
-        loss = loss_outlook(state, p.loss_key, t, planned, p.relative_delta) if p.loss_key else None
+        loss = None
+        if self._loss_names:
+            loss = loss_outlook(state, self._loss_names.read_name(obs.extras), t, planned, p.relative_delta)
         if loss_still_falls(loss):
             return None  # learning, whatever the metric shows
         rise_t = None
@@ -224,12 +231,12 @@ class Outlook(Rule[OutlookParams]):
         }
         return self._spent(ctx.best, obs, evidence)
 
-    def _overfit(self, state: State, best_step: int | None) -> dict[str, Any] | None:
+    def _overfit(self, state: State, obs: Observation, best_step: int | None) -> dict[str, Any] | None:
         """The evidence that the run overfits (its training loss has fallen by at least ``overfit_share``
         of its whole fall since the watched metric's best, at ``best_step``), else None."""
         p = self.params
         first, low, at_best = state.get("train_first"), state.get("train_low"), state.get("train_at_best")
-        if not p.train_key or first is None or low is None or at_best is None or first <= low:
+        if not self._train_names or first is None or low is None or at_best is None or first <= low:
             return None
         since_best = at_best - low
         if since_best < p.overfit_share * (first - low):
@@ -240,7 +247,7 @@ class Outlook(Rule[OutlookParams]):
         if loss_path and best_step is not None and loss_path[-1][0] > best_step:
             return None
         return {
-            "train_key": p.train_key,
+            "train_key": self._train_names.read_name(obs.extras),
             "train_fall_since_best": since_best,
             "train_fall": first - low,
             "overfit_share": p.overfit_share,

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import ImprovementTest
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._stats import one_sided_p, trend
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
@@ -19,7 +20,7 @@ class OverfittingParams(RuleParams):
     error). ``train_mode`` is the training metric's direction (a loss: min)."""
 
     rule: Literal["overfitting"] = "overfitting"
-    train_key: str = Field(min_length=1)
+    train_key: MetricNames
     train_mode: Mode = "min"
     window: int = Field(default=10, ge=4, le=1000)
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
@@ -33,7 +34,7 @@ class Overfitting(Rule[OverfittingParams]):
     name = "overfitting"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.train_key,)
+        return Names(self.params.train_key).order
 
     def improvement_test(self) -> ImprovementTest:
         # Steps below the warm-up are not judged, and do not set the best either.
@@ -44,7 +45,7 @@ class Overfitting(Rule[OverfittingParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        train = obs.extras.get(p.train_key)
+        train = Names(p.train_key).read(obs.extras)
         if obs.step < p.warmup or train is None:
             return state, None
         if not (math.isfinite(obs.value) and math.isfinite(train)):
@@ -62,15 +63,17 @@ class Overfitting(Rule[OverfittingParams]):
         p_train_better = one_sided_p(train_trend, positive=p.train_mode == "max")
         if p_val_worse >= p.alpha or p_train_better >= p.alpha:
             return state, None
+        train_name = Names(p.train_key).read_name(obs.extras)
         reason = (
             f"{self.monitor} is getting worse ({val_trend.slope:.3g}/step, p={p_val_worse:.3g}) while "
-            f"{p.train_key} keeps improving ({train_trend.slope:.3g}/step, p={p_train_better:.3g}) over "
+            f"{train_name} keeps improving ({train_trend.slope:.3g}/step, p={p_train_better:.3g}) over "
             f"steps {xs[0]}-{xs[-1]}: overfitting; best {fmt(best)} at step {best_step}"
         )
         verdict = self.stop(
             obs,
             reason=reason,
             evidence={
+                "train_key": train_name,
                 "val_slope": val_trend.slope,
                 "p_val_worse": p_val_worse,
                 "train_slope": train_trend.slope,

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
 from tracker.policy._improvement import ImprovementTest
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._types import Context, Observation, Verdict, fmt
 
 
@@ -24,7 +25,7 @@ class PrecheltParams(RuleParams):
     alpha: float = Field(default=5.0, gt=0.0, le=MAX_RATIO, allow_inf_nan=False)
     strip: int = Field(default=5, ge=1, le=1000)
     successive: int = Field(default=3, ge=1, le=1000)
-    train_key: str | None = Field(default=None, min_length=1)
+    train_key: MetricNames | None = None
     warmup: int = Field(default=0, ge=0, le=MAX_STEP)
 
 
@@ -35,7 +36,7 @@ class Prechelt(Rule[PrecheltParams]):
     name = "prechelt"
 
     def required_keys(self) -> tuple[str, ...]:
-        return (self.params.train_key,) if self.params.train_key else ()
+        return Names(self.params.train_key).order
 
     def improvement_test(self) -> ImprovementTest:
         # Steps below the warm-up are not judged, and do not set the best either.
@@ -54,7 +55,7 @@ class Prechelt(Rule[PrecheltParams]):
         if obs.step < p.warmup or not math.isfinite(obs.value):
             return state, None
         best, best_step = ctx.best.value, ctx.best.step  # mode min: the policy's mode, checked
-        train = obs.extras.get(p.train_key) if p.train_key else None
+        train = Names(p.train_key).read(obs.extras)
         strip = state["strip"]
         strip.append(train)
         del strip[: -p.strip]

@@ -46,11 +46,11 @@ def lr_held_at_peak(state: State) -> bool:
 
 
 def warm_up_over(
-    state: State, obs: Observation, ctx: Context, *, lr_key: str | None, warmup: int, min_progress: float
+    state: State, obs: Observation, ctx: Context, *, lr: float | None, warmup: int, min_progress: float
 ) -> tuple[State, bool]:
-    """Whether a run is past its warm-up: the learning rate (if logged under ``lr_key``) has stopped
+    """Whether a run is past its warm-up: the learning rate ``lr`` (None when none is logged) has stopped
     rising, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
-    state, lr_over = lr_warmup_over(state, obs.extras.get(lr_key) if lr_key else None)
+    state, lr_over = lr_warmup_over(state, lr)
     planned = ctx.planned_steps
     past_plan = planned is None or obs.step >= min_progress * planned
     return state, lr_over and past_plan and obs.step >= warmup

@@ -1,0 +1,52 @@
+"""The names a rule reads a companion series under: a learning rate, a validation or a training loss.
+
+Trainers spell the same series differently: Keras logs the training loss as ``loss`` and the validation
+loss as ``val_loss``, the Transformers trainer ``loss`` and ``eval_loss``, Lightning whatever
+``self.log`` was given (``val_loss``, ``val/loss``), a hand-written loop anything. A key parameter
+(``lr_key``, ``loss_key``, ``train_key``) therefore takes one name or a list of names for the same
+series; at each evaluation the rule reads the first of them the run has logged. Plateau's default policy
+lists the common spellings, so a loop written as Keras, Transformers or the README writes it gets the
+same judgement without naming its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+MetricName = Annotated[str, StringConstraints(min_length=1, max_length=250)]
+"""One metric key (the bounds of a logged key's name)."""
+
+MetricNames = MetricName | Annotated[tuple[MetricName, ...], Field(min_length=1, max_length=16)]
+"""One metric key, or up to 16 names of the same series in order of preference (a JSON list)."""
+
+
+class Names:
+    """The names a key parameter gives, in order of preference (none when the parameter is off)."""
+
+    __slots__ = ("_any", "order")
+
+    def __init__(self, given: MetricNames | None) -> None:
+        self.order: tuple[str, ...] = () if given is None else (given,) if isinstance(given, str) else given
+        self._any = frozenset(self.order)
+
+    def __bool__(self) -> bool:
+        return bool(self.order)
+
+    def read(self, extras: Mapping[str, float]) -> float | None:
+        """The value of the first of the names the run has logged (in ``extras``), or None."""
+        # Most evaluations carry none of the names, or one: a disjointness test walks the smaller side.
+        if self._any.isdisjoint(extras):
+            return None
+        for name in self.order:
+            value = extras.get(name)
+            if value is not None:
+                return value
+        return None
+
+    def read_name(self, extras: Mapping[str, float]) -> str:
+        """The name :meth:`read` reads from, for a decision's sentence and evidence; the first name when
+        none is logged."""
+        return next((name for name in self.order if name in extras), self.order[0])
