@@ -723,3 +723,42 @@ def test_a_key_parameter_reads_the_first_of_its_names_the_run_logged() -> None:
 def test_a_key_parameter_refuses_an_empty_list_an_empty_name_and_more_than_16_names(names) -> None:
     with pytest.raises(ValueError, match="lr_key"):
         PolicySpec.model_validate({"monitor": "m", "rules": [{**RETREAT, "lr_key": names}]})
+
+
+PERFECT_TABLE = [
+    # (id, rules' hold, mode, values, stop step or None)
+    ("share-reaches-1", 1, "max", [0.5, 0.75, 0.9, 1.0, 1.0, 1.0], 3),
+    ("held-twice", 2, "max", [0.5, 0.75, 1.0, 0.9, 1.0, 1.0, 1.0], 5),
+    ("first-value-1", 1, "max", [1.0, 1.0, 1.0], None),  # nothing between 0 and 1 seen: no share yet
+    ("after-a-share", 1, "max", [1.0, 0.972, 1.0], 2),
+    ("count-0-1-2", 1, "max", [0.0, 1.0, 1.0, 2.0], None),  # a count takes no value between 0 and 1
+    ("above-1-before", 1, "max", [0.5, 1.5, 1.0, 1.0], None),  # not a share: 1 is no bound
+    ("below-0-before", 1, "max", [-0.2, 0.5, 1.0, 1.0], None),
+    ("loss-reaches-0", 1, "min", [1.1, 0.2, 0.01, 0.0, 0.0], 3),
+    ("negative-before-0", 1, "min", [0.4, -0.1, 0.0, 0.0], None),  # a log-likelihood: 0 is no floor
+    ("nan-neither-counts-nor-resets", 2, "max", [0.5, 1.0, math.nan, 1.0], 3),
+]
+
+
+@pytest.mark.parametrize(("id_", "hold", "mode", "values", "step"), PERFECT_TABLE)
+def test_perfect_table(id_, hold, mode, values, step) -> None:
+    stop = stop_of(judge([{"rule": "perfect", "hold": hold}, {"rule": "checkpoint"}], values, mode=mode))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert stop.step == step
+    assert stop.rule == "perfect"
+    assert stop.best_value == (1.0 if mode == "max" else 0.0)
+    assert stop.best_step == values.index(stop.best_value)  # the first time it was reached: keep that one
+    json.dumps(stop.evidence)
+
+
+def test_the_default_stops_a_run_at_a_perfect_score_whatever_its_loss_does() -> None:
+    """Wine's 36 validation samples all right from the fifth of 80 epochs: the accuracy cannot rise, and a
+    validation loss still falling towards 0 (more confident, no more right) holds nothing back."""
+    accuracy = [k / 36 for k in [20, 27, 31, 34, 36, 35] + [36] * 74]
+    falling = {"val_loss": [1.05 * 0.5**i for i in range(80)], "lr": [0.01] * 80}
+    stop = stop_of(judge(DEFAULT_RULES, accuracy, extras=falling, ctx=Context(planned_steps=80)))
+    assert (stop.step, stop.rule, stop.best_step) == (4, "perfect", 4)
+    assert stop.reason.startswith("m has been 1 at its last 1 evaluation(s), the best score")
+    assert stop.evidence["lowest"] == pytest.approx(20 / 36)

@@ -34,7 +34,7 @@ class PolicySpec(BaseModel):
     their own keys.
     ``combine``: ``any`` stops as soon as one rule says stop; ``all`` stops once every convergence rule has
     said so (each rule's stop is a vote that stands), while guard rules (non_finite, divergence,
-    threshold, budget, percentile, asha) still stop on their own.
+    threshold, perfect, budget, percentile, asha) still stop on their own.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -19,6 +19,7 @@ from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
 from tracker.policy.rules._outlook import Outlook, OutlookParams
 from tracker.policy.rules._overfitting import Overfitting, OverfittingParams
 from tracker.policy.rules._patience import Patience, PatienceParams
+from tracker.policy.rules._perfect import Perfect, PerfectParams
 from tracker.policy.rules._plateau import Plateau, PlateauParams
 from tracker.policy.rules._prechelt import Prechelt, PrecheltParams
 from tracker.policy.rules._pruning import Asha, AshaParams, Percentile, PercentileParams
@@ -42,6 +43,7 @@ RULES: dict[str, type[Rule[Any]]] = {
         Percentile,
         Asha,
         Degenerate,
+        Perfect,
         Straggler,
         Staleness,
     )
@@ -64,6 +66,7 @@ RuleSpec = Annotated[
     | PercentileParams
     | AshaParams
     | DegenerateParams
+    | PerfectParams
     | StragglerParams
     | StalenessParams,
     Field(discriminator="rule"),

@@ -1,0 +1,80 @@
+"""``perfect``: stop a run whose watched metric sits at the best score it can take."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._types import Context, Observation, Verdict, fmt
+
+
+class PerfectParams(RuleParams):
+    """Stop once the watched metric has taken its perfect score at each of the last ``hold`` evaluations.
+
+    The perfect score is read from the values, never assumed from a name: in mode ``max``, 1 for a metric
+    whose every value so far lies in [0, 1] and at least one strictly between (a share: accuracy, F1, AUC;
+    a count that steps 0, 1, 2 takes no value between, and is never judged); in mode ``min``, 0 for a
+    metric whose every value so far is at least 0 (an error rate, a loss). No later value can beat it, so
+    the step that first reached it is the one to keep. Small validation sets reach it often: wine's 36
+    samples all right at the fifth epoch of an 80-epoch plan, its loss still falling towards 0.
+    """
+
+    rule: Literal["perfect"] = "perfect"
+    hold: int = Field(default=1, ge=1, le=1000)
+
+
+class Perfect(Rule[PerfectParams]):
+    """NaN/inf are left to ``non_finite``: they neither count towards ``hold`` nor reset it. A guard: it
+    stops on its own under ``combine: all``. Silent after it stops."""
+
+    name = "perfect"
+    guard = True
+
+    def initial_state(self) -> State:
+        # The range of the finite values so far, whether one lay strictly between 0 and 1, and how many
+        # evaluations in a row have been perfect.
+        return {"low": None, "high": None, "between": False, "run": 0}
+
+    def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        value = obs.value
+        if not math.isfinite(value):
+            return state, None
+        low, high = state["low"], state["high"]
+        state["low"] = value if low is None else min(low, value)
+        state["high"] = value if high is None else max(high, value)
+        if 0.0 < value < 1.0:
+            state["between"] = True
+        perfect = self._perfect_score(state)
+        state["run"] = state["run"] + 1 if perfect is not None and value == perfect else 0
+        if state["run"] < self.params.hold:
+            return state, None
+        assert perfect is not None  # run > 0: this value is the perfect score
+        bounds = "[0, 1]" if self.mode == "max" else "at least 0"
+        verdict = self.stop(
+            obs,
+            reason=(
+                f"{self.monitor} has been {fmt(perfect)} at its last {state['run']} evaluation(s), the best "
+                f"score a metric whose values all lie in {bounds} can take: nothing is left to gain on it; "
+                f"keep step {ctx.best.step}"
+            ),
+            evidence={
+                "perfect": perfect,
+                "evaluations_at_it": state["run"],
+                "hold": self.params.hold,
+                "lowest": state["low"],
+                "highest": state["high"],
+            },
+            best_step=ctx.best.step,
+            best_value=ctx.best.value,
+        )
+        return state, verdict
+
+    def _perfect_score(self, state: State) -> float | None:
+        """1 (mode max) for a share by its values so far, 0 (mode min) for a non-negative metric; None when
+        the values so far say no such bound holds."""
+        if self.mode == "max":
+            return 1.0 if state["between"] and state["low"] >= 0.0 and state["high"] <= 1.0 else None
+        return 0.0 if state["low"] >= 0.0 else None
