@@ -639,6 +639,9 @@ def test_without_the_validation_loss_logged_the_accuracy_alone_decides() -> None
         ("loss-falling", [1.1 - 0.01 * i for i in range(30)], None),
         # Stuck, and the loss flat too: stuck, from 40% of the plan as without a loss.
         ("loss-flat", [1.1] * 30, 12),
+        # Stuck at chance while the loss drifts down by a thousandth of itself (0.003 of 1.1 over the run):
+        # steady for its own tiny fall, but not learning.
+        ("loss-drifts", [1.1 - 0.0001 * i for i in range(30)], 12),
     ],
 )
 def test_degenerate_holds_a_stuck_run_whose_validation_loss_falls(id_, val_loss, step) -> None:
@@ -651,7 +654,14 @@ def test_degenerate_holds_a_stuck_run_whose_validation_loss_falls(id_, val_loss,
         assert stop is None, stop.reason
         return
     assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
-    assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
+    if id_ == "loss-drifts":
+        assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]
+        assert stop.evidence["loss_progress"] <= 0.005 * stop.evidence["loss_first"]
+        assert (
+            "val_loss fell 0.0012 since its first value 1.1, at most 0.005 of it: not learning" in stop.reason
+        )
+    else:
+        assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
     json.dumps(stop.evidence)
 
 
@@ -762,3 +772,28 @@ def test_the_default_stops_a_run_at_a_perfect_score_whatever_its_loss_does() -> 
     assert (stop.step, stop.rule, stop.best_step) == (4, "perfect", 4)
     assert stop.reason.startswith("m has been 1 at its last 1 evaluation(s), the best score")
     assert stop.evidence["lowest"] == pytest.approx(20 / 36)
+
+
+def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_falls() -> None:
+    """A large validation set's accuracy (synthetic-large, corpus seed 1, run 18) peaks and then falls for
+    the rest of the run while its loss still falls (more confident, less often right): the steady fall
+    (at least early_retreat_t = 5 standard errors of its slope) overrides the loss's hold. A noisier fall
+    at the same pace, as a coarse metric's dip below a lucky best looks, is still held."""
+    plan = Context(planned_steps=80)
+    climb = [0.24 + 0.01 * i for i in range(23)]
+    loss = {"val_loss": [1.39 - 0.0017 * i for i in range(80)]}
+    steady = climb + [0.46 - 0.0012 * i + 0.25 * _wiggle(i) for i in range(57)]
+    assert stop_of(judge(DEFAULT_RULES, steady, ctx=plan)).step == 38  # accuracy alone
+    stop = stop_of(judge(DEFAULT_RULES, steady, extras=loss, ctx=plan))
+    assert (stop.step, stop.rule, stop.best_step) == (38, "outlook", 22)
+    assert stop.evidence["rise_t"] <= -5.0
+    assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the loss still fell
+    assert "although val_loss still falls" in stop.reason
+    assert (
+        "moves away from its best steadily (by 6.35 standard errors of its slope, at least 5)" in stop.reason
+    )
+    json.dumps(stop.evidence)
+    noisy = climb + [0.46 - 0.0012 * i + _wiggle(i) for i in range(57)]
+    held = stop_of(judge(DEFAULT_RULES, noisy, extras=loss, ctx=plan))
+    assert held.step == 79  # the planned end: the loss's outlook spent only there
+    assert "although" not in held.reason

@@ -72,6 +72,14 @@ VAL_LOSS_NAMES = [
     *("validation_loss", "validation/loss", "eval_loss", "eval/loss"),
 ]
 TRAIN_LOSS_NAMES = ["train_loss", "train/loss", "training_loss", "train_loss_epoch", "loss"]
+#   Two mends of the loss hold (added 2026-11-25, tracker.policy.rules._loss_watch and _outlook): a loss
+#   that has fallen by at most 0.5% of its first value has not started to learn and holds nothing (runs at
+#   chance whose cross-entropy drifts down by a thousandth were held to their end; at 1% iris's regret
+#   rose to 0.004 on seed 0), and a watched metric that moves away from its best steadily (by
+#   early_retreat_t, 5 standard errors of its slope) is stopped by retreat although its loss still falls
+#   (a large validation set's accuracy falling for 50 evaluations while its loss fell). Seed 0 +65.8 ->
+#   +70.5 pp over the 10 corpus sources, held-out seed 1 +90.9 -> +99.4, every mean regret unchanged; OPDA
+#   (no validation loss) unchanged.
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},

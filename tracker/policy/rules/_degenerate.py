@@ -11,7 +11,7 @@ from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
 from tracker.policy._resolution import resolution
 from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
-from tracker.policy.rules._loss_watch import loss_outlook, loss_still_falls, observe_loss
+from tracker.policy.rules._loss_watch import loss_outlook, loss_said, loss_still_falls, observe_loss
 from tracker.policy.rules._window import lr_held_at_peak, warm_up_over
 
 
@@ -176,6 +176,7 @@ class Degenerate(Rule[DegenerateParams]):
             reason=(
                 f"{self.monitor} has taken only {len(distinct)} distinct value(s) ({shown}) over its last "
                 f"{len(ys)} evaluations, {why} (e.g. a constant prediction){fine}"
+                + ("" if loss is None else f"; {loss_said(loss, p.loss_delta).removesuffix('; ')}")
             ),
             evidence={
                 "kind": kind,

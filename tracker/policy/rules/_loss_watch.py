@@ -18,6 +18,9 @@ MAX_PATH = 64
 # last doubling: the default policy's ``retreat`` bars (5% of the progress, 3x the noise).
 TURNED_UP = 0.05
 TURN_NOISE = 3.0
+# A loss that has fallen by at most this share of its first value has not started to learn, and holds
+# nothing (added 2026-11-25).
+UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
 _step_of = itemgetter(0)
 
@@ -72,6 +75,7 @@ def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> 
     recent = state.get("loss_recent") or [lowest]  # absent from states stored before 2026-11-25
     return {
         "loss_key": key,
+        "loss_first": first,
         "loss_pace": earlier - lowest,
         "loss_outlook": (earlier - lowest) * doublings_left(planned, t),
         "loss_progress": fall,
@@ -86,7 +90,19 @@ def loss_still_falls(outlook: dict[str, Any] | None) -> bool:
     learning): its outlook exceeds its bar, and it has not turned back up (its lowest-so-far path keeps the
     pace of the descent for a doubling after the loss turns, and overfitting is no reason to wait). False
     when the run has not logged the loss."""
-    return outlook is not None and outlook["loss_outlook"] > outlook["loss_bar"] and not turned_up(outlook)
+    return (
+        outlook is not None
+        and outlook["loss_outlook"] > outlook["loss_bar"]
+        and not turned_up(outlook)
+        and not unlearned(outlook)
+    )
+
+
+def unlearned(outlook: dict[str, Any]) -> bool:
+    """Whether a :func:`loss_outlook`'s loss has fallen by at most ``UNLEARNED`` of its first value: a run at
+    chance whose loss drifts down by a thousandth (cross-entropy at log K, its lowest inching down with its
+    noise) is not learning, however its own tiny fall is paced."""
+    return float(outlook["loss_progress"]) <= UNLEARNED * abs(float(outlook["loss_first"]))
 
 
 def turned_up(outlook: dict[str, Any]) -> bool:
@@ -100,6 +116,11 @@ def turned_up(outlook: dict[str, Any]) -> bool:
 def loss_said(outlook: dict[str, Any], delta: float) -> str:
     """Why a :func:`loss_outlook` held nothing back, in words (a clause ending in "; ")."""
     key, fall = outlook["loss_key"], outlook["loss_progress"]
+    if unlearned(outlook) and outlook["loss_outlook"] > outlook["loss_bar"] and not turned_up(outlook):
+        return (
+            f"{key} fell {fall:.3g} since its first value {outlook['loss_first']:.3g}, at most "
+            f"{UNLEARNED:g} of it: not learning; "
+        )
     if turned_up(outlook) and outlook["loss_outlook"] > outlook["loss_bar"]:
         return (
             f"{key} has turned back up from its lowest by {outlook['loss_turn']:.3g} of its fall "

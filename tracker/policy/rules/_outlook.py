@@ -211,15 +211,30 @@ class Outlook(Rule[OutlookParams]):
         loss = None
         if self._loss_names:
             loss = loss_outlook(state, self._loss_names.read_name(obs.extras), t, planned, p.relative_delta)
-        if loss_still_falls(loss):
-            return None  # learning, whatever the metric shows
+        rise = None
+        held_by_loss = loss_still_falls(loss)
+        if held_by_loss:
+            # Learning, whatever the metric shows; unless the metric moves away from its best steadily (by
+            # early_retreat_t standard errors of its slope): a coarse metric's dip below a lucky best is not
+            # steady, a model whose accuracy falls while its loss still falls (more confident, less often
+            # right) is.
+            if due is None or p.early_retreat_t is None:
+                return None
+            rise = self._rise(state, best, progress, planned)
+            if rise[0] > -p.early_retreat_t:
+                return None
         rise_t = None
         if p.rising_t is not None:
-            rise_t, passes_best = self._rise(state, best, progress, planned)
+            rise_t, passes_best = rise or self._rise(state, best, progress, planned)
             if passes_best and rise_t >= p.rising_t:
                 return None
         if due is not None:
-            return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, overfit=overfit)
+            if held_by_loss and rise is not None:
+                rise_t = rise[0]
+            overriding = loss if held_by_loss else None
+            return self._retreat_stop(
+                obs, ctx, due, progress, planned, lr, rise_t, overfit=overfit, loss=overriding
+            )
         assert spent is not None
         evidence = {
             **spent,
@@ -395,9 +410,11 @@ class Outlook(Rule[OutlookParams]):
         *,
         early: bool = False,
         overfit: dict[str, Any] | None = None,
+        loss: dict[str, Any] | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
-        floor, which only a steady move away from the best (``early_retreat_t``) passes."""
+        floor, which only a steady move away from the best (``early_retreat_t``) passes. ``loss``: the
+        outlook of a validation loss that still falls, which that same steady move overrides."""
         p = self.params
         shortfall, jitter, bar = due
         best, best_step = ctx.best.value, ctx.best.step
@@ -411,6 +428,13 @@ class Outlook(Rule[OutlookParams]):
                 f", and its recent values move away from it steadily (by {-(rise_t or 0.0):.3g} "
                 f"standard errors of their slope, at least {p.early_retreat_t:g}), so it is stopped before "
                 f"{p.min_progress:g} of its planned end (step {planned})"
+            )
+        elif loss is not None:
+            reason += (
+                f", although {loss['loss_key']} still falls ({loss['loss_outlook']:.3g} to the planned end, "
+                f"more than {p.relative_delta:g} of its own fall): the metric moves away from its best "
+                f"steadily (by {-(rise_t or 0.0):.3g} standard errors of its slope, at least "
+                f"{p.early_retreat_t:g}), which no dip of a coarse metric does"
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += f"keep step {best_step}"
@@ -429,7 +453,8 @@ class Outlook(Rule[OutlookParams]):
                 "lr": lr,
                 "rise_t": _finite(rise_t),
                 "rising_t": p.rising_t,
-                "early_retreat_t": p.early_retreat_t if early else None,
+                "early_retreat_t": p.early_retreat_t if early or loss is not None else None,
+                **(loss or {}),
                 **(overfit or {}),
             },
             best_step=best_step,

@@ -42,13 +42,20 @@ class Perfect(Rule[PerfectParams]):
         value = obs.value
         if not math.isfinite(value):
             return state, None
+        # In place (evaluate handed this rule its own copy); cheapest first: this runs on every point.
         low, high = state["low"], state["high"]
-        state["low"] = value if low is None else min(low, value)
-        state["high"] = value if high is None else max(high, value)
-        if 0.0 < value < 1.0:
+        if low is None or value < low:
+            state["low"] = value
+        if high is None or value > high:
+            state["high"] = value
+        if not state["between"] and 0.0 < value < 1.0:
             state["between"] = True
+        if value != (1.0 if self.mode == "max" else 0.0):
+            if state["run"]:
+                state["run"] = 0
+            return state, None
         perfect = self._perfect_score(state)
-        state["run"] = state["run"] + 1 if perfect is not None and value == perfect else 0
+        state["run"] = state["run"] + 1 if perfect is not None else 0
         if state["run"] < self.params.hold:
             return state, None
         assert perfect is not None  # run > 0: this value is the perfect score
