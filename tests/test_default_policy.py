@@ -797,3 +797,20 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
     held = stop_of(judge(DEFAULT_RULES, noisy, extras=loss, ctx=plan))
     assert held.step == 79  # the planned end: the loss's outlook spent only there
     assert "although" not in held.reason
+
+
+def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_falls(monkeypatch) -> None:
+    """Boosted trees scored on 120 samples (corpus seed 3, gbdt coarse): the accuracy steps down 4 samples
+    as steadily as a fine metric falls (7 standard errors of its slope), then climbs past its best while
+    the loss falls throughout. Fewer than 10 of the metric's steps: the loss holds it."""
+    climb = [80, 82, 83, 84, 85, 85, 86, 86, 87, 87, 88, 88, 88, 89, 89, 89, 89]
+    dip = [89, 88, 88, 88, 87, 87, 87, 86, 86, 86, 85, 85, 85, 85]
+    values = [k / 120 for k in (climb + dip + [86, 87, 88, 89] + [90] * 45)]
+    loss = {"val_loss": [1.07 - 0.005 * i for i in range(80)]}
+    plan = Context(planned_steps=80)
+    stop = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
+    assert (stop.step, stop.best_value) == (79, 0.75)  # held through the dip; the climb's best is kept
+    monkeypatch.setattr("tracker.policy.rules._outlook.STEADY_STEPS", 0)
+    early = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
+    assert (early.step, early.best_step) == (26, 13)
+    assert early.evidence["rise_t"] <= -5.0

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
+from tracker.policy._resolution import resolution
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
@@ -22,6 +23,10 @@ from tracker.policy.rules._loss_watch import (
 )
 
 _NOISE_WINDOW = 8
+# A retreat overrides a validation loss that still falls only when it spans at least this many of the
+# metric's steps (its resolution: 1/n for an accuracy over n samples), besides being steady (added
+# 2026-11-25: corpus seed 3's boosted trees on 120 samples stepped 3 samples down and back up).
+STEADY_STEPS = 10
 
 
 class OutlookParams(RuleParams):
@@ -214,14 +219,15 @@ class Outlook(Rule[OutlookParams]):
         rise = None
         held_by_loss = loss_still_falls(loss)
         if held_by_loss:
-            # Learning, whatever the metric shows; unless the metric moves away from its best steadily (by
-            # early_retreat_t standard errors of its slope): a coarse metric's dip below a lucky best is not
-            # steady, a model whose accuracy falls while its loss still falls (more confident, less often
-            # right) is.
+            # Learning, whatever the metric shows; unless the metric has left its best steadily (by
+            # early_retreat_t standard errors of its slope) and by at least STEADY_STEPS of its own steps: a
+            # model whose accuracy on a large set falls while its loss still falls (more confident, less
+            # often right). A small set's accuracy can step down a few samples as steadily and climb back
+            # while its loss falls (boosted trees on 120 samples): that is held.
             if due is None or p.early_retreat_t is None:
                 return None
             rise = self._rise(state, best, progress, planned)
-            if rise[0] > -p.early_retreat_t:
+            if rise[0] > -p.early_retreat_t or due[0] < STEADY_STEPS * resolution([*state["recent"], best]):
                 return None
         rise_t = None
         if p.rising_t is not None:
@@ -434,7 +440,7 @@ class Outlook(Rule[OutlookParams]):
                 f", although {loss['loss_key']} still falls ({loss['loss_outlook']:.3g} to the planned end, "
                 f"more than {p.relative_delta:g} of its own fall): the metric moves away from its best "
                 f"steadily (by {-(rise_t or 0.0):.3g} standard errors of its slope, at least "
-                f"{p.early_retreat_t:g}), which no dip of a coarse metric does"
+                f"{p.early_retreat_t:g}) and by more than {STEADY_STEPS} of its steps"
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += f"keep step {best_step}"
