@@ -60,6 +60,17 @@ from tracker.policy._types import Mode
 #   learning (iris at 1/3 for up to 44% of its plan, then 0.87). Pooled as above: the sum +38.9 -> +95.3 pp,
 #   the worst mean regret 0.0086 -> 0.0010 (iris -6.2 -> +15.7, digits-coarse +6.8 -> +34.5, wine-tiny
 #   -2.9 -> +7.1); seed 0 alone +15.2 -> +4.8 (wine-tiny +8.5 -> +3.0 at an unchanged regret of 0.0009).
+#   Two mends of the loss hold (added 2026-11-25, tracker.policy.rules._loss_watch and _outlook): a loss
+#   that has fallen by at most 0.5% of its first value has not started to learn and holds nothing (runs at
+#   chance whose cross-entropy drifts down by a thousandth were held to their end; at 1% iris's regret
+#   rose to 0.004 on seed 0), and a watched metric that leaves its best steadily (by early_retreat_t, 5
+#   standard errors of its slope) and by at least 10 of its own steps is stopped by retreat although its
+#   loss still falls (a large validation set's accuracy falling for 50 evaluations while its loss fell;
+#   without the 10 steps, seed 3's boosted trees on 120 samples lost 21.6 pp on a staircase dip that
+#   climbed back). Sum of the 10 corpus margins, seeds 0 / 1 / 2 / 3: +29.6 / +64.1 / +11.3 / +20.7 pp
+#   at commit 47a06d3, +33.4 / +70.3 / +19.9 / +21.5 with these mends, +69.6 / +97.2 / +44.5 /
+#   +50.1 with perfect too; every seed's worst mean regret unchanged (0.0019 / 0.0009 / 0.0007 / 0.0041);
+#   OPDA (no validation loss, no perfect score) unchanged.
 # The spellings the default reads each companion series under, the first the run has logged winning
 # (tracker.policy._keys; added 2026-11-25): Keras's and hand-written loops' val_loss/train_loss, the README's
 # and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to
@@ -72,17 +83,6 @@ VAL_LOSS_NAMES = [
     *("validation_loss", "validation/loss", "eval_loss", "eval/loss"),
 ]
 TRAIN_LOSS_NAMES = ["train_loss", "train/loss", "training_loss", "train_loss_epoch", "loss"]
-#   Two mends of the loss hold (added 2026-11-25, tracker.policy.rules._loss_watch and _outlook): a loss
-#   that has fallen by at most 0.5% of its first value has not started to learn and holds nothing (runs at
-#   chance whose cross-entropy drifts down by a thousandth were held to their end; at 1% iris's regret
-#   rose to 0.004 on seed 0), and a watched metric that leaves its best steadily (by early_retreat_t, 5
-#   standard errors of its slope) and by at least 10 of its own steps is stopped by retreat although its
-#   loss still falls (a large validation set's accuracy falling for 50 evaluations while its loss fell;
-#   without the 10 steps, seed 3's boosted trees on 120 samples lost 21.6 pp on a staircase dip that
-#   climbed back). Sum of the 10 corpus margins, seeds 0 / 1 / 2 / 3: +29.6 / +64.1 / +11.3 / +20.7 pp
-#   before this session's changes, +33.4 / +70.3 / +19.9 / +21.5 with these mends, +69.6 / +97.2 / +44.5 /
-#   +50.1 with perfect too; every seed's worst mean regret unchanged (0.0019 / 0.0009 / 0.0007 / 0.0041);
-#   OPDA (no validation loss, no perfect score) unchanged.
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0},

@@ -67,7 +67,10 @@ class OutlookParams(RuleParams):
     neither the outlook nor ``retreat`` stops the run. A coarse accuracy can sit on one value for many
     evaluations while the model still learns (iris's 0.667, two classes of three told apart, for a third of a
     run before the third class separates); the loss sees it, and a loss that has turned up (overfitting) holds
-    nothing back. A run that never logs it is judged on the watched metric alone.
+    nothing back, nor does one that has fallen by at most 0.5% of its first value (not learning). Nor does it
+    hold a ``retreat`` that moves away from the best steadily (by ``early_retreat_t`` standard errors of its
+    slope) and by at least 10 of the metric's own steps: an accuracy on a large set falling while its loss
+    still falls. A run that never logs it is judged on the watched metric alone.
 
     ``train_key`` (off by default; the ``default`` policy sets ``train_loss`` and its other spellings): a
     training loss logged beside the watched metric. Once it has fallen by at least ``overfit_share`` of its
