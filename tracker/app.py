@@ -33,7 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = settings.resolved_database_url()
         prepare_schema(url)
-        database = Database(url)
+        database = Database(url, pool_size=settings.db_pool_size)
         app.state.database = database
         app.state.authenticator = Authenticator(database)
         app.state.notifier.bind(asyncio.get_running_loop())

@@ -23,6 +23,10 @@ class Settings(BaseSettings):
     database_url: str | None = None
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # PostgreSQL connections each worker process keeps open (requests beyond them wait for one, up to
+    # 30 s, rather than open more). Workers x replicas x (this + 1 listening connection) must stay under
+    # the server's max_connections (100 by default): 12 keeps 4 workers on each of 2 replicas within it.
+    db_pool_size: int = Field(default=12, ge=1, le=1000)
     # Longest long-poll a client may ask for; keeps idle connections bounded.
     max_wait_seconds: float = Field(default=60.0, gt=0)
     # A long-poll looks at the database this often when no notification can wake it: SQLite (another

@@ -42,15 +42,20 @@ def store_identity(url: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url``; for SQLite, creates the parent folder and sets WAL and busy timeout."""
+DEFAULT_POOL_SIZE = 12
+
+
+def make_engine(url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> Engine:
+    """An engine for ``url``; for SQLite, creates the parent folder and sets WAL and busy timeout; for a
+    server, a pool of ``pool_size`` connections (``PLATEAU_DB_POOL_SIZE``)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         # A bounded pool, and requests beyond it wait for a connection (up to 30 s) rather than open more:
         # with 20 + 20 per worker, 4 workers under 300 live runs asked PostgreSQL for more than its
         # default 100 connections and got "too many clients" (HTTP 500). 12 per worker, plus one listening
-        # connection, keeps 4 workers and a second replica's 4 within 100.
-        return create_engine(url, pool_pre_ping=True, pool_size=12, max_overflow=0, pool_timeout=30)
+        # connection, keeps 4 workers and a second replica's 4 within 100; a server allowing more
+        # connections can be given more with the setting.
+        return create_engine(url, pool_pre_ping=True, pool_size=pool_size, max_overflow=0, pool_timeout=30)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -79,10 +84,10 @@ def _configure_sqlite(engine: Engine) -> None:
 class Database:
     """An engine plus the session scope every service uses."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self.url = url
         self.identity = store_identity(url)
-        self.engine = make_engine(url)
+        self.engine = make_engine(url, pool_size=pool_size)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         # SQLite takes one writer at a time. Within this process writers queue on this lock and start the
         # moment the previous one commits; at BEGIN IMMEDIATE they would wait in SQLite's busy handler,
