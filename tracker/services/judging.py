@@ -333,12 +333,15 @@ def _extras(
         for step in steps:
             if step in points:
                 extras[step][key] = points[step][0]
-    absent = {key: [step for step in steps if key not in extras[step]] for key in keys}
+    # A key this batch does not carry is missing at every step (a policy names several spellings of one
+    # series, and a run logs one of them, or none): no per-step look-up for it.
+    absent = {
+        key: [step for step in steps if key not in extras[step]] if key in key_ids else steps for key in keys
+    }
     absent = {key: missing for key, missing in absent.items() if missing}
     if not absent:
         return extras
-    # One lookup for every absent key's id: a policy may name several spellings of one series (val_loss,
-    # val/loss, eval_loss), and a run logs one of them, or none.
+    # One lookup for every absent key's id.
     mk = models.MetricKey
     rows = session.execute(select(mk.name, mk.id).where(mk.name.in_(sorted(absent))))
     stored_ids = {name: key_id for name, key_id in rows}
