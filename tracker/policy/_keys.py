@@ -11,6 +11,7 @@ same judgement without naming its keys.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated
 
@@ -31,6 +32,13 @@ class Names:
     def __init__(self, given: MetricNames | None) -> None:
         self.order: tuple[str, ...] = () if given is None else (given,) if isinstance(given, str) else given
         self._any = frozenset(self.order)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)  # bounded: policies come from clients, with any names
+    def of(given: MetricNames | None) -> Names:
+        """The :class:`Names` for a parameter's value, built once rather than at every evaluation (a rule's
+        parameters are immutable, and the same spellings recur across rules and runs)."""
+        return Names(given)
 
     def __bool__(self) -> bool:
         return bool(self.order)

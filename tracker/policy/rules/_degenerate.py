@@ -94,8 +94,8 @@ class Degenerate(Rule[DegenerateParams]):
 
     def __init__(self, params: DegenerateParams, *, monitor: str, mode: Mode) -> None:
         super().__init__(params, monitor=monitor, mode=mode)
-        self._lr_names = Names(params.lr_key)
-        self._loss_names = Names(params.loss_key)
+        self._lr_names = Names.of(params.lr_key)
+        self._loss_names = Names.of(params.loss_key)
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order)

@@ -47,14 +47,14 @@ class Forecast(Rule[ForecastParams]):
     name = "forecast"
 
     def required_keys(self) -> tuple[str, ...]:
-        return Names(self.params.lr_key).order
+        return Names.of(self.params.lr_key).order
 
     def initial_state(self) -> State:
         return {"xs": [], "ys": [], "first": None}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        lr = Names(p.lr_key).read(obs.extras)
+        lr = Names.of(p.lr_key).read(obs.extras)
         state, _ = lr_warmup_over(state, lr)
         best, best_step = ctx.best.value, ctx.best.step
         if math.isfinite(obs.value):  # NaN/inf move neither the best nor the window

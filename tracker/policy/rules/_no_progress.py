@@ -38,7 +38,7 @@ class NoProgress(Rule[NoProgressParams]):
     name = "no_progress"
 
     def required_keys(self) -> tuple[str, ...]:
-        return Names(self.params.lr_key).order
+        return Names.of(self.params.lr_key).order
 
     def initial_state(self) -> State:
         return {"first": None, "xs": [], "ys": [], "wait": 0, "learned": False}
@@ -47,7 +47,7 @@ class NoProgress(Rule[NoProgressParams]):
         p = self.params
         if state.get("learned") or state.get("done"):  # ("done": its name in states stored before)
             return state, None
-        lr = Names(p.lr_key).read(obs.extras)
+        lr = Names.of(p.lr_key).read(obs.extras)
         state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
         best, best_step = ctx.best.value, ctx.best.step
         first = state["first"] if state["first"] is not None else best

@@ -130,9 +130,9 @@ class Outlook(Rule[OutlookParams]):
 
     def __init__(self, params: OutlookParams, *, monitor: str, mode: Mode) -> None:
         super().__init__(params, monitor=monitor, mode=mode)
-        self._lr_names = Names(params.lr_key)
-        self._loss_names = Names(params.loss_key)
-        self._train_names = Names(params.train_key)
+        self._lr_names = Names.of(params.lr_key)
+        self._loss_names = Names.of(params.loss_key)
+        self._train_names = Names.of(params.train_key)
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order, *self._train_names.order)

@@ -34,7 +34,7 @@ class Overfitting(Rule[OverfittingParams]):
     name = "overfitting"
 
     def required_keys(self) -> tuple[str, ...]:
-        return Names(self.params.train_key).order
+        return Names.of(self.params.train_key).order
 
     def improvement_test(self) -> ImprovementTest:
         # Steps below the warm-up are not judged, and do not set the best either.
@@ -45,7 +45,7 @@ class Overfitting(Rule[OverfittingParams]):
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         p = self.params
-        train = Names(p.train_key).read(obs.extras)
+        train = Names.of(p.train_key).read(obs.extras)
         if obs.step < p.warmup or train is None:
             return state, None
         if not (math.isfinite(obs.value) and math.isfinite(train)):
@@ -63,7 +63,7 @@ class Overfitting(Rule[OverfittingParams]):
         p_train_better = one_sided_p(train_trend, positive=p.train_mode == "max")
         if p_val_worse >= p.alpha or p_train_better >= p.alpha:
             return state, None
-        train_name = Names(p.train_key).read_name(obs.extras)
+        train_name = Names.of(p.train_key).read_name(obs.extras)
         reason = (
             f"{self.monitor} is getting worse ({val_trend.slope:.3g}/step, p={p_val_worse:.3g}) while "
             f"{train_name} keeps improving ({train_trend.slope:.3g}/step, p={p_train_better:.3g}) over "

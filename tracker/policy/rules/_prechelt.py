@@ -36,7 +36,7 @@ class Prechelt(Rule[PrecheltParams]):
     name = "prechelt"
 
     def required_keys(self) -> tuple[str, ...]:
-        return Names(self.params.train_key).order
+        return Names.of(self.params.train_key).order
 
     def improvement_test(self) -> ImprovementTest:
         # Steps below the warm-up are not judged, and do not set the best either.
@@ -55,7 +55,7 @@ class Prechelt(Rule[PrecheltParams]):
         if obs.step < p.warmup or not math.isfinite(obs.value):
             return state, None
         best, best_step = ctx.best.value, ctx.best.step  # mode min: the policy's mode, checked
-        train = Names(p.train_key).read(obs.extras)
+        train = Names.of(p.train_key).read(obs.extras)
         strip = state["strip"]
         strip.append(train)
         del strip[: -p.strip]
