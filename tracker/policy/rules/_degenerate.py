@@ -96,6 +96,9 @@ class Degenerate(Rule[DegenerateParams]):
         super().__init__(params, monitor=monitor, mode=mode)
         self._lr_names = Names.of(params.lr_key)
         self._loss_names = Names.of(params.loss_key)
+        # The values kept: the window, or one more than the fine window (the value that leaves it lowers
+        # the floor).
+        self._keep = max(params.window, params.fine_window + 1 if params.fine_window else 0)
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order)
@@ -110,31 +113,33 @@ class Degenerate(Rule[DegenerateParams]):
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
+        # In place (evaluate handed us our own copy), and cheap on the common path: this runs on every
+        # monitored point of the default policy.
         p = self.params
-        logged_loss = self._loss_names.read(obs.extras)
-        if logged_loss is not None:
-            observe_loss(state, obs.step, logged_loss)
-        if not math.isfinite(obs.value):
+        extras, value = obs.extras, obs.value
+        if extras:
+            logged_loss = self._loss_names.read(extras)
+            if logged_loss is not None:
+                observe_loss(state, obs.step, logged_loss)
+        if not math.isfinite(value):
             return state, None
-        lr = self._lr_names.read(obs.extras)
+        lr = self._lr_names.read(extras) if extras else None
         state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
         best, best_step = ctx.best.value, ctx.best.step
-        value, worst = obs.value, state.get("worst")
-        if worst is None or better(worst, value, self.mode):
+        worst = state.get("worst")
+        if worst is None or (value < worst if self.mode == "max" else value > worst):
             worst = value
         seen = state.get("seen", 0) + 1
         if ctx.best.improved:
             state["best_seen"] = seen
-        # In place: evaluate handed us our own copy.
         state["worst"], state["seen"] = worst, seen
         ys = state["ys"]
         ys.append(value)
         fine_window = p.fine_window
-        if fine_window is not None:
+        if fine_window is not None and (len(ys) > fine_window or "floor" not in state):
             self._lower_floor(state, ys, fine_window)
-        keep = max(p.window, fine_window + 1 if fine_window else 0)
-        if len(ys) > keep:
-            del ys[: len(ys) - keep]
+        if len(ys) > self._keep:
+            del ys[: len(ys) - self._keep]
         if not warm:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
@@ -143,13 +148,18 @@ class Degenerate(Rule[DegenerateParams]):
         # best inside it): most points of a learning run end here, before any window is built.
         if since_best < p.window and (p.fine_window is None or since_best < p.fine_window):
             return state, None
+        window, short = ys[-p.window :], ys[-p.fine_window :] if p.fine_window is not None else []
+        # Few distinct values in the long window, or a repeat in the short one: without either (most points
+        # of a run on a fine metric) nothing here can stop it, and nothing more is built.
+        repeats = since_best >= p.window and len(window) == p.window and len(set(window)) <= p.max_distinct
+        if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
+            return state, None
         held = bool(self._lr_names) and lr_held_at_peak(state)
         run = _SoFar(best, worst, obs, ctx, seen, since_best, held)
-        kind, window, fine_step = None, ys[-p.window :], None
-        if since_best >= p.window and len(window) == p.window and len(set(window)) <= p.max_distinct:
+        kind, fine_step = None, None
+        if repeats:
             kind = self._kind(window, run)
         if kind is None and p.fine_window is not None and since_best >= p.fine_window:
-            short = ys[-p.fine_window :]
             fine_step = self._fine_collapse(state, short, run)
             if fine_step is not None:
                 kind, window = "collapsed", short

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, Literal
 
@@ -13,8 +14,7 @@ from tracker.policy._resolution import resolution
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
-    best_at_half,
-    doublings_left,
+    STEP_OF,
     keep_best,
     loss_outlook,
     loss_said,
@@ -133,6 +133,7 @@ class Outlook(Rule[OutlookParams]):
         self._lr_names = Names.of(params.lr_key)
         self._loss_names = Names.of(params.loss_key)
         self._train_names = Names.of(params.train_key)
+        self._companions = frozenset((*self._loss_names.order, *self._train_names.order))
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order, *self._train_names.order)
@@ -146,34 +147,43 @@ class Outlook(Rule[OutlookParams]):
         }
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
-        lr = self._lr_names.read(obs.extras)
+        # In place (evaluate handed this rule its own copy of the state), and cheap on the common path: this
+        # runs on every monitored point of the default policy.
+        extras = obs.extras
+        lr = self._lr_names.read(extras) if extras else None
         if lr is not None and lr != state.get("lr") and math.isfinite(lr):  # the same rate: nothing moves
             state["lr_rising"] = lr > (state.get("lr") or 0.0)
             state["lr"], state["lr_peak"] = lr, max(state.get("lr_peak") or 0.0, lr)
         elif state.get("lr_rising"):
             state["lr_rising"] = False
-        loss = self._loss_names.read(obs.extras)
-        if loss is not None:
-            observe_loss(state, obs.step, loss)
-        train_loss = self._train_names.read(obs.extras)
-        if train_loss is not None:
-            _observe_train(state, train_loss)
-        if not math.isfinite(obs.value):
+        if extras and not self._companions.isdisjoint(extras):  # a validation or training loss logged
+            loss = self._loss_names.read(extras)
+            if loss is not None:
+                observe_loss(state, obs.step, loss)
+            train_loss = self._train_names.read(extras)
+            if train_loss is not None:
+                _observe_train(state, train_loss)
+        value, step, best = obs.value, obs.step, ctx.best
+        if not math.isfinite(value):
             return state, None
-        if self._train_names and ctx.best.improved:
-            state["train_at_best"] = state.get("train_low")
-        # In place: evaluate handed this rule its own copy of the state.
-        path, recent = state["path"], state["recent"]
-        if ctx.best.improved and ctx.best.value is not None:  # improved: the best is this finite value
-            keep_best(path, obs.step, ctx.best.value)
-        recent.append(obs.value)
-        recent_steps = state.setdefault("recent_steps", [])  # absent from states stored before 2026-11-25
-        recent_steps.append(obs.step)
+        if best.improved:
+            if self._train_names:
+                state["train_at_best"] = state.get("train_low")
+            if best.value is not None:  # improved: the best is this finite value
+                keep_best(state["path"], step, best.value)
+        recent = state["recent"]
+        recent.append(value)
+        recent_steps = state.get("recent_steps")
+        if recent_steps is None:  # absent from states stored before 2026-11-25
+            recent_steps = state["recent_steps"] = []
+        recent_steps.append(step)
         if len(recent) > _NOISE_WINDOW:
             del recent[0]
-        del recent_steps[: len(recent_steps) - len(recent)]
+        excess = len(recent_steps) - len(recent)
+        if excess:
+            del recent_steps[:excess]
         if state["first"] is None:
-            state["first"] = obs.value
+            state["first"] = value
         state["seen"] += 1
         return state, self._stop_if_spent(state, obs, ctx, lr)
 
@@ -184,10 +194,10 @@ class Outlook(Rule[OutlookParams]):
         # Cheapest tests first: this runs on every monitored point, and most points end at the first two.
         p = self.params
         t = obs.step
-        planned = p.planned_steps or ctx.planned_steps or 2 * t
+        declared = p.planned_steps or ctx.planned_steps
+        planned = declared or 2 * t
         if state["seen"] < p.min_evaluations or t <= 0:
             return None
-        declared = p.planned_steps or ctx.planned_steps
         if not declared and state["seen"] < (p.unplanned_evaluations or 0):  # no floor of min_progress
             return None
         if t < p.min_progress * planned:
@@ -283,11 +293,13 @@ class Outlook(Rule[OutlookParams]):
         """The evidence of a spent outlook (the best's pace over the last doubling, carried to the planned
         end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
         p = self.params
-        earlier = best_at_half(state["path"], t)
-        if earlier is None:
+        path = state["path"]
+        # best_at_half and doublings_left, inline: this runs on most monitored points past min_progress.
+        at_half = bisect.bisect_right(path, t / 2, key=STEP_OF)
+        if not at_half:
             return None
-        raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
-        doublings = doublings_left(planned, t)
+        raw_pace = abs(best - path[at_half - 1][1])  # gain of the best over the last doubling of the run
+        doublings = math.log2(planned / t) if planned > t else 0.0
         bar = p.relative_delta * progress
         if p.noise_discount == 0.0 and raw_pace * doublings > bar:
             return None

@@ -50,7 +50,10 @@ def warm_up_over(
 ) -> tuple[State, bool]:
     """Whether a run is past its warm-up: the learning rate ``lr`` (None when none is logged) has stopped
     rising, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
-    state, lr_over = lr_warmup_over(state, lr)
+    if lr is not None:  # (lr_warmup_over reads no rate as over, and changes nothing)
+        state, lr_over = lr_warmup_over(state, lr)
+        if not lr_over:
+            return state, False
     planned = ctx.planned_steps
     past_plan = planned is None or obs.step >= min_progress * planned
-    return state, lr_over and past_plan and obs.step >= warmup
+    return state, past_plan and obs.step >= warmup
