@@ -106,7 +106,9 @@ def test_the_default_policy_stops_a_saturated_run_through_the_tracker(client: ht
     assert stop["best_step"] == stop["step"]  # the loss still falls, by less than 1% of its progress
 
 
-@pytest.mark.parametrize(("loss", "stop_step"), [("flat", 18), ("falling", None)])
+# 31: the default counts a tenth of the metric's step (1/30) as unseen gain, so a best that stood still since
+# step 4 is spent once the plan has less than a doubling left.
+@pytest.mark.parametrize(("loss", "stop_step"), [("flat", 31), ("falling", None)])
 def test_the_default_policy_reads_a_validation_loss_logged_as_eval_loss_in_its_own_batch(
     client: httpx.Client, loss: str, stop_step: int | None
 ) -> None:

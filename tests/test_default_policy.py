@@ -100,6 +100,33 @@ def test_degenerate_judges_a_collapse_once_the_rate_stops_rising_and_a_stuck_run
     assert stop_of(judge(stuck_rules, stuck)).step == 8
 
 
+@pytest.mark.parametrize(
+    ("id_", "lr", "step"),
+    [
+        # No rate logged: nothing says the schedule is not constant, so stuck from 60% of the plan.
+        ("no-rate", None, 30),
+        # A rate logged that has fallen below its peak: stuck from 40% of the plan, as before.
+        ("falling-rate", [0.1 * 0.97**i for i in range(50)], 20),
+        # A rate logged and held at its peak: a constant rate can still lift it, never stuck.
+        ("constant-rate", [0.1] * 50, None),
+    ],
+)
+def test_degenerate_judges_a_stuck_run_later_while_no_rate_is_logged(id_, lr, step) -> None:
+    """A breast-cancer run sat on its majority share for 52% of its plan under a constant rate it did not
+    log, then reached 0.98: without a rate the stuck verdict waits for ``unscheduled_stuck_progress``."""
+    stuck = coarse([19, 19, 19, 18, 19, 19, 19, 19, 19, 18] * 5)  # the majority share, give or take a sample
+    rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.4, "unscheduled_stuck_progress": 0.6}]
+    stop = stop_of(judge(rules, stuck, extras={"lr": lr} if lr else None, ctx=Context(planned_steps=50)))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
+    assert stop.evidence["stuck_progress"] == (0.6 if lr is None else 0.4)
+    # Without the parameter, stuck_progress holds whether or not a rate is logged.
+    plain = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.4}]
+    assert stop_of(judge(plain, stuck, ctx=Context(planned_steps=50))).step == 20
+
+
 # Accuracy on MNLI's 9,815 matched validation samples, stored as float32 as OPDA stores it: a model
 # that collapsed to one class scores that class's share (3,123 / 3,479 / 3,213 of 9,815).
 MNLI = 9815
@@ -231,6 +258,39 @@ def test_outlook_on_a_quantised_metric_waits_for_half_the_run_without_a_new_step
     assert stop is not None
     assert stop.step == 2 * 24
     assert stop.evidence["pace"] == 0.0
+
+
+# (id, values, planned steps, stop step without resolution_share, with 0.1)
+RESOLUTION_TABLE = [
+    # 10 steps of 1/30 of progress, then frozen (iris at 2/3): a tenth of a step per doubling is 1% of the
+    # progress, so the outlook is spent only once less than a doubling of the plan is left.
+    ("coarse-10-steps", coarse([10, 14, 17, 19] + [20] * 36), 60, 18, 31),
+    # The same climb on a fine metric (its values read a step of about 1e-4): the same stop as without.
+    ("fine", [v + 0.000123 for v in coarse([10, 14, 17, 19] + [20] * 36)], 60, 18, 18),
+    # 24 steps of 1/30: 1% of that progress is 2.4 tenths of a step, and the best is a doubling old first.
+    ("coarse-24-steps", coarse([min(27, 3 + i) if i < 30 else 26 + i % 2 for i in range(80)]), 80, 48, 48),
+]
+
+
+@pytest.mark.parametrize(("id_", "values", "planned", "without", "with_share"), RESOLUTION_TABLE)
+def test_outlook_resolution_share_table(id_, values, planned, without, with_share) -> None:
+    plan = Context(planned_steps=planned)
+    assert stop_of(judge([OUTLOOK], values, ctx=plan)).step == without
+    stop = stop_of(judge([{**OUTLOOK, "resolution_share": 0.1}], values, ctx=plan))
+    assert stop.step == with_share
+    evidence = stop.evidence
+    assert evidence["unseen_gain"] == pytest.approx(0.1 * evidence["resolution"])
+    assert evidence["pace"] == pytest.approx(evidence["raw_pace"] + evidence["unseen_gain"])
+    assert evidence["outlook"] <= evidence["bar"]
+    json.dumps(evidence)
+
+
+def test_outlook_says_what_a_coarse_metric_could_not_show() -> None:
+    values = coarse([10, 14, 17, 19] + [20] * 36)
+    stop = stop_of(judge([{**OUTLOOK, "resolution_share": 0.1}], values, ctx=Context(planned_steps=60)))
+    assert stop.evidence["resolution"] == pytest.approx(1 / 30)  # read from every value, not 2/3 and 1/3
+    said = "m gained 0 (counted as 0.00333 with 0.1 of the metric's step, 0.0333: a gain smaller than a step"
+    assert said in stop.reason
 
 
 def test_outlook_without_a_plan_assumes_as_long_again() -> None:
@@ -681,13 +741,14 @@ def test_the_default_reads_a_validation_loss_under_the_names_trainers_log_it(
     val_name, train_name, lr_name
 ) -> None:
     plan = Context(planned_steps=60)
-    assert stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 18  # accuracy alone
+    # Accuracy alone: 31, where a tenth of a step (resolution_share) per doubling is 1% of the progress.
+    assert stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 31
     falling = {val_name: [1.1 - 0.012 * i for i in range(40)]}
     held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling))
     assert held is None, held.reason
     flat = {val_name: [1.1 - 0.1 * min(i, 4) for i in range(40)]}
     stop = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=flat))
-    assert stop.step == 18
+    assert stop.step == 31
     assert stop.evidence["loss_key"] == val_name
     assert f"{val_name} fell 0 over the same doubling" in stop.reason
 

@@ -25,6 +25,7 @@ class _SoFar(NamedTuple):
     seen: int  # finite evaluations so far
     since_best: int  # evaluations since the best was set
     rate_held: bool  # a logged learning rate that has never fallen below its peak
+    rate_seen: bool  # a learning rate has been logged
 
 
 class DegenerateParams(RuleParams):
@@ -42,7 +43,11 @@ class DegenerateParams(RuleParams):
     - *stuck*: the run's whole range is no wider than the window's own spread, and its best is older than
       the window: it has never moved beyond the values it repeats. A run that has not started learning
       looks exactly like that, so it is judged only past ``stuck_progress`` of its planned length (with
-      no plan and ``stuck_progress`` above 0, after ``2 * window`` evaluations).
+      no plan and ``stuck_progress`` above 0, after ``2 * window`` evaluations). While no learning rate
+      has been logged, ``unscheduled_stuck_progress`` (when given; ``default`` sets 0.6, against 0.4 with
+      a rate) takes its place: nothing then says whether the rate is constant or still warming up, and a
+      run on a constant rate can lift off late (a breast-cancer run sat on its majority share for 52% of
+      its plan, then reached 0.98).
 
     A plateau at a level the run climbed to (the window holds the run's best, well above where it started)
     is neither: that is for ``outlook``, ``forecast`` or ``patience`` to judge.
@@ -85,6 +90,9 @@ class DegenerateParams(RuleParams):
     lr_key: MetricNames | None = None
     loss_key: MetricNames | None = None
     loss_delta: float = Field(default=0.01, gt=0.0, le=1.0, allow_inf_nan=False)
+    unscheduled_stuck_progress: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="stuck_progress while no learning rate is logged"
+    )
 
 
 class Degenerate(Rule[DegenerateParams]):
@@ -155,7 +163,7 @@ class Degenerate(Rule[DegenerateParams]):
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
         held = bool(self._lr_names) and lr_held_at_peak(state)
-        run = _SoFar(best, worst, obs, ctx, seen, since_best, held)
+        run = _SoFar(best, worst, obs, ctx, seen, since_best, held, "lr_peak" in state)
         kind, fine_step = None, None
         if repeats:
             kind = self._kind(window, run)
@@ -199,7 +207,7 @@ class Degenerate(Rule[DegenerateParams]):
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
-                "stuck_progress": p.stuck_progress,
+                "stuck_progress": self._stuck_share("lr_peak" in state),
                 "planned_steps": ctx.planned_steps,
                 **(loss or {}),
             },
@@ -250,7 +258,7 @@ class Degenerate(Rule[DegenerateParams]):
         """``collapsed``, ``stuck`` or None (a plateau the run climbed to, a run still setting new bests,
         or too early to tell)."""
         p = self.params
-        best, worst, obs, ctx, seen, since_best, rate_held = run
+        best, worst, obs, ctx, seen, since_best, rate_held, rate_seen = run
         covered = abs(best - worst)
         spread = max(ys) - min(ys)
         top = max(ys) if self.mode == "max" else min(ys)
@@ -264,11 +272,20 @@ class Degenerate(Rule[DegenerateParams]):
             return None
         if rate_held:  # a rate still at its peak can still lift a run off where it started
             return None
-        if p.stuck_progress == 0.0:
+        share = self._stuck_share(rate_seen)
+        if share == 0.0:
             return "stuck"
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
-        return "stuck" if obs.step >= p.stuck_progress * ctx.planned_steps else None
+        return "stuck" if obs.step >= share * ctx.planned_steps else None
+
+    def _stuck_share(self, rate_seen: bool) -> float:
+        """The share of the plan a *stuck* run must reach: ``unscheduled_stuck_progress`` while no learning
+        rate has been logged (when given), else ``stuck_progress``."""
+        p = self.params
+        if not rate_seen and p.unscheduled_stuck_progress is not None:
+            return p.unscheduled_stuck_progress
+        return p.stuck_progress
 
 
 def _resolution_said(step: float) -> str:

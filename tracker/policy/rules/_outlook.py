@@ -54,6 +54,15 @@ class OutlookParams(RuleParams):
     detrended spread of the last evaluations' differences): on a coarse metric a lucky step up is not
     progress.
 
+    ``resolution_share`` (0 by default; the ``default`` policy sets 0.1): the pace also counts that share of
+    the metric's step (read from its values: an accuracy over n samples moves in steps of 1/n, see
+    :func:`~tracker.policy._resolution.resolution`; a loss reads as continuous, step 0). A model can gain on
+    the best by less than a step without one more sample of a small validation set changing its answer, so a
+    best that stood still over a doubling on a coarse metric says less than one that stood still on a fine
+    one: on 30 samples a run needs about 10 steps of progress before 1% of it can be told from a step it could
+    not show. Iris runs sat on 0.667 for 45 evaluations, and breast-cancer runs on their majority share for
+    half their plan, while a held-out split still climbed (added 2026-11-26).
+
     ``rising_t`` (off by default; the ``default`` policy sets 2): never stop a run whose last 8 values
     rise, by a least-squares slope over their steps at least ``rising_t`` standard errors above zero, at
     a pace that would carry them past the best by more than ``relative_delta`` of the progress by the
@@ -112,6 +121,7 @@ class OutlookParams(RuleParams):
     lr_key: MetricNames | None = None
     lr_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     noise_discount: float = Field(default=0.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    resolution_share: float = Field(default=0.0, ge=0.0, le=10.0, allow_inf_nan=False)
     retreat: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
     retreat_window: int = Field(default=6, ge=2, le=_NOISE_WINDOW)
     retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
@@ -304,7 +314,14 @@ class Outlook(Rule[OutlookParams]):
         if p.noise_discount == 0.0 and raw_pace * doublings > bar:
             return None
         jitter = step_noise(state["recent"]) if p.noise_discount else 0.0
-        pace = max(0.0, raw_pace - p.noise_discount * jitter)
+        # The metric's step is read only here, where the pace seen would pass: most points end above. It is
+        # read from every value kept (the recent ones, the bests so far, the first): from a few it can read
+        # coarser than the truth (2/3 and 1/3 alone read thirds, where 14/30 among them reads thirtieths).
+        step = None
+        if p.resolution_share:
+            step = resolution([*state["recent"], *(value for _, value in path), state["first"]])
+        unseen = p.resolution_share * step if step else 0.0
+        pace = max(0.0, raw_pace - p.noise_discount * jitter) + unseen
         outlook = pace * doublings
         if outlook > bar:
             return None
@@ -317,6 +334,8 @@ class Outlook(Rule[OutlookParams]):
             "pace": pace,
             "raw_pace": raw_pace,
             "step_noise": jitter,
+            "resolution": step,
+            "unseen_gain": unseen,
             "doublings_left": doublings,
             "outlook": outlook,
             "progress": progress,
@@ -331,6 +350,11 @@ class Outlook(Rule[OutlookParams]):
         """The stop when the outlook is spent, its sentence written from its evidence."""
         e, t = evidence, obs.step
         counted = f" ({e['pace']:.3g} beyond its step-to-step noise)" if self.params.noise_discount else ""
+        if e["unseen_gain"]:  # a coarse metric: the gain counted includes what its steps cannot show
+            counted += (
+                f" (counted as {e['pace']:.3g} with {self.params.resolution_share:g} of the metric's step, "
+                f"{e['resolution']:.3g}: a gain smaller than a step does not show)"
+            )
         reason = (
             f"{self.monitor} gained {e['raw_pace']:.3g}{counted} on its best over the last doubling of the "
             f"run (steps {t // 2}-{t}); at that pace the {e['doublings_left']:.2g} doublings left to the "
