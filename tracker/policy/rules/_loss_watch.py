@@ -22,7 +22,7 @@ TURN_NOISE = 3.0
 # nothing (added 2026-11-25).
 UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
-STEP_OF = itemgetter(0)  # the step of a path's [step, value] entry
+_step_of = itemgetter(0)
 
 
 def keep_best(path: list[list[float]], step: int, value: float) -> None:
@@ -36,7 +36,7 @@ def keep_best(path: list[list[float]], step: int, value: float) -> None:
 def best_at_half(path: list[list[float]], t: int) -> float | None:
     """The best so far at step ``t / 2``: the last entry of the step-ordered path at or before it; None
     when the path starts later."""
-    at_half = bisect.bisect_right(path, t / 2, key=STEP_OF)
+    at_half = bisect.bisect_right(path, t / 2, key=_step_of)
     return path[at_half - 1][1] if at_half else None
 
 

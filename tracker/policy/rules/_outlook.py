@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import Any, Literal
 
@@ -14,7 +13,8 @@ from tracker.policy._resolution import resolution
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
-    STEP_OF,
+    best_at_half,
+    doublings_left,
     keep_best,
     loss_outlook,
     loss_said,
@@ -304,12 +304,11 @@ class Outlook(Rule[OutlookParams]):
         end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
         p = self.params
         path = state["path"]
-        # best_at_half and doublings_left, inline: this runs on most monitored points past min_progress.
-        at_half = bisect.bisect_right(path, t / 2, key=STEP_OF)
-        if not at_half:
+        earlier = best_at_half(path, t)
+        if earlier is None:
             return None
-        raw_pace = abs(best - path[at_half - 1][1])  # gain of the best over the last doubling of the run
-        doublings = math.log2(planned / t) if planned > t else 0.0
+        raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
+        doublings = doublings_left(planned, t)
         bar = p.relative_delta * progress
         if p.noise_discount == 0.0 and raw_pace * doublings > bar:
             return None
