@@ -253,18 +253,23 @@ def evaluate(
     current = _own_copies(rules, states)  # this call's own copies: changed in place below
     bests = _bests(rules, current)
     judged = _judged(policy, rules, current, bests, ctx or Context())
+    # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
+    # moves when the first rule of its test and smoothing has smoothed the value.
+    raw_bests = list({id(j[5]): j[5] for j in judged if j[3] is None}.values())
     verdicts: list[Verdict] = []
     last_step: int | None = None
     stop_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
+        for raw in raw_bests:
+            raw.see(obs.value, last_step)
         for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in judged:
             seen = obs
             if alpha is not None:
                 seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
-            if best.seen is not obs:  # the first rule of its test to judge this observation moves the best
-                best.see(seen.value, seen.step)
-                best.seen = obs
+                if best.seen is not obs:
+                    best.see(seen.value, seen.step)
+                    best.seen = obs
             if wrapper["stopped"]:  # a rule that has said stop (alone or as a vote) has nothing more to say
                 continue
             try:
