@@ -359,6 +359,26 @@ def test_ema_smooths_what_a_rule_sees() -> None:
     assert smoothed is None  # the trend is down; only the raw zig-zag looks stuck
 
 
+def test_a_smoothed_rule_and_raw_rules_keep_their_own_bests_in_one_policy() -> None:
+    """The engine moves the raw values' best once per observation and a smoothed rule's best from the value
+    it smoothed: together in one policy, each judges as it does alone, over batches of any size."""
+    noisy = [1.0, 0.6, 0.9, 0.8, 0.5, 0.75, 0.7, 0.4, 0.45, 0.5, 0.42, 0.44, 0.46, 0.48] + [0.5] * 8
+    smoothed = {"rule": "patience", "patience": 3, "ema": 0.3}
+    raw = {"rule": "patience", "patience": 4}
+
+    def checkpoints(evaluation):
+        return [v.step for v in evaluation.verdicts if v.action == "checkpoint"]
+
+    alone_checkpoints = checkpoints(judge([{"rule": "checkpoint"}], noisy, mode="min"))
+    for rules in ([smoothed, {"rule": "checkpoint"}], [{"rule": "checkpoint"}, smoothed, raw]):
+        together = judge(rules, noisy, mode="min")
+        stop = stop_of(together)
+        alone = [stop_of(judge([r], noisy, mode="min")) for r in rules if r["rule"] == "patience"]
+        first = min((s for s in alone if s is not None), key=lambda s: s.step, default=None)
+        assert (stop.step, stop.best_step) == (first.step, first.best_step)
+        assert checkpoints(together) == [s for s in alone_checkpoints if s <= stop.step]
+
+
 def test_combine_all_waits_for_every_convergence_rule_but_not_guards() -> None:
     rules = [
         {"rule": "patience", "patience": 2},
