@@ -875,3 +875,20 @@ def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_fal
     early = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
     assert (early.step, early.best_step) == (26, 13)
     assert early.evidence["rise_t"] <= -5.0
+
+
+def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
+    """A sweep's regret is its best run's: the validation-loss hold, the coarse metric's unseen gain and the
+    later stuck verdict without a rate held other runs for no better best, so default-sweep leaves them out
+    and keeps every other parameter of the single-run default."""
+    from tracker.policy.presets import DEFAULT_SWEEP_RULES
+
+    single = {rule["rule"]: rule for rule in DEFAULT_RULES}
+    sweep = {rule["rule"]: rule for rule in DEFAULT_SWEEP_RULES}
+    assert single["outlook"]["resolution_share"] > 0
+    assert single["degenerate"]["unscheduled_stuck_progress"]
+    assert sweep["outlook"] == {**single["outlook"], "loss_key": None, "resolution_share": 0.0}
+    assert sweep["degenerate"] == {**single["degenerate"], "unscheduled_stuck_progress": None}
+    assert {k: v for k, v in sweep.items() if k not in ("outlook", "degenerate", "percentile", "asha")} == {
+        k: v for k, v in single.items() if k not in ("outlook", "degenerate")
+    }
