@@ -143,7 +143,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
 # regret is its best run's, and holding the others for a gain their steps cannot show bought none; without
 # them every corpus sweep of seeds 1-3 saved 0 to 1.4 pp more at the same sweep regret (digits-coarse seed 1
 # +9.8 -> +11.2 pp over Optuna's best), OPDA's unchanged.
-_SINGLE_RUN_ONLY = {
+_SINGLE_RUN_ONLY: dict[str, dict[str, Any]] = {
     "outlook": {"loss_key": None, "resolution_share": 0.0},
     "degenerate": {"unscheduled_stuck_progress": None},
 }

@@ -12,7 +12,7 @@ from tracker.policy._keys import MetricNames, Names
 from tracker.policy._resolution import resolution
 from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
 from tracker.policy.rules._loss_watch import loss_outlook, loss_said, loss_still_falls, observe_loss
-from tracker.policy.rules._window import lr_held_at_peak, warm_up_over
+from tracker.policy.rules._window import lr_held_at_peak, lr_seen, warm_up_over
 
 
 class _SoFar(NamedTuple):
@@ -163,7 +163,7 @@ class Degenerate(Rule[DegenerateParams]):
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
         held = bool(self._lr_names) and lr_held_at_peak(state)
-        run = _SoFar(best, worst, obs, ctx, seen, since_best, held, "lr_peak" in state)
+        run = _SoFar(best, worst, obs, ctx, seen, since_best, held, lr_seen(state))
         kind, fine_step = None, None
         if repeats:
             kind = self._kind(window, run)
@@ -207,7 +207,7 @@ class Degenerate(Rule[DegenerateParams]):
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
-                "stuck_progress": self._stuck_share("lr_peak" in state),
+                "stuck_progress": self._stuck_share(lr_seen(state)),
                 "planned_steps": ctx.planned_steps,
                 **(loss or {}),
             },

@@ -39,10 +39,15 @@ def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
     return state, over
 
 
+def lr_seen(state: State) -> bool:
+    """Whether :func:`lr_warmup_over` has seen a (finite) learning rate."""
+    return "lr_peak" in state
+
+
 def lr_held_at_peak(state: State) -> bool:
     """Whether a learning rate tracked by :func:`lr_warmup_over` has been seen and never fell below its
     peak (a constant schedule so far, or a warm-up still rising or holding)."""
-    return "lr_peak" in state and not state.get("lr_fell")
+    return lr_seen(state) and not state.get("lr_fell")
 
 
 def warm_up_over(
