@@ -277,6 +277,16 @@ def main() -> None:
     print_tables(result)
 
 
+def _stops_said(counts: dict[str, int]) -> str:
+    return ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()) if rule != "-") or "-"
+
+
+def _print_targets(condition: str, rows: dict[str, dict[str, Any]]) -> None:
+    print(f"\nTargets ({condition}):")
+    for line in targets_said(rows):
+        print(f"- {line}")
+
+
 def print_tables(result: dict[str, Any]) -> None:
     heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin [90%]", "ceiling", "default's stops"]
     print("Per run: compute saved / mean regret (scored on val2, a held-out split). margin [90%]: the")
@@ -287,17 +297,14 @@ def print_tables(result: dict[str, Any]) -> None:
     for name, r in result["sources"].items():
         cells = [f"{r['patience'][k]['saved']:.3f} / {r['patience'][k]['regret']:.4f}" for k in TABLE_K]
         d = r["default"]
-        stops = ", ".join(f"{rule} {n}" for rule, n in sorted(r["stopped_by"].items()) if rule != "-")
         shown = f"{100 * r['margin']:+.1f} pp"
         if r["margin_90"]:
             low, high = r["margin_90"]
             shown += f" [{100 * low:+.1f}, {100 * high:+.1f}]"
         ceiling = f"{100 * r['ceiling']:+.1f} pp"
-        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", shown, ceiling, stops or "-"]
+        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", shown, ceiling, _stops_said(r["stopped_by"])]
         print(f"| {r['family']} | {name} | {r['runs']} | " + " | ".join(cells) + " |")
-    print("\nTargets (every series the curves carry):")
-    for line in targets_said(result["sources"]):
-        print(f"- {line}")
+    _print_targets("every series the curves carry", result["sources"])
     if result["alone"]:
         print("\nThe watched metric alone (no rate, no validation or training loss: a trainer that logs")
         print("nothing else), against the same frontiers:\n")
@@ -305,12 +312,10 @@ def print_tables(result: dict[str, Any]) -> None:
         print("|---|---|---|---|---|---|")
         for name, r in result["alone"].items():
             d, src = r["default"], result["sources"][name]
-            stops = ", ".join(f"{rule} {n}" for rule, n in sorted(r["stopped_by"].items()) if rule != "-")
-            cells = [f"{d['saved']:.3f} / {d['regret']:.4f}", f"{100 * r['margin']:+.1f} pp", stops or "-"]
+            cells = [f"{d['saved']:.3f} / {d['regret']:.4f}", f"{100 * r['margin']:+.1f} pp"]
+            cells.append(_stops_said(r["stopped_by"]))
             print(f"| {src['family']} | {name} | {src['runs']} | " + " | ".join(cells) + " |")
-        print("\nTargets (the watched metric alone):")
-        for line in targets_said(result["alone"]):
-            print(f"- {line}")
+        _print_targets("the watched metric alone", result["alone"])
     if result["lofo"]:
         print("\nLeave one family out: the candidate chosen on the other families, on the held-out one\n")
         print("| held out | chosen on the rest | margin per held-out source |")
