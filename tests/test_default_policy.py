@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
-from tracker.policy._resolution import resolution
+from tracker.policy._resolution import resolution, step_between
 from tracker.policy._stats import step_noise
 from tracker.policy.presets import DEFAULT_RULES
 
@@ -265,8 +265,8 @@ RESOLUTION_TABLE = [
     # 10 steps of 1/30 of progress, then frozen (iris at 2/3): a tenth of a step per doubling is 1% of the
     # progress, so the outlook is spent only once less than a doubling of the plan is left.
     ("coarse-10-steps", coarse([10, 14, 17, 19] + [20] * 36), 60, 18, 31),
-    # The same climb on a fine metric (its values read a step of about 1e-4): the same stop as without.
-    ("fine", [v + 0.000123 for v in coarse([10, 14, 17, 19] + [20] * 36)], 60, 18, 18),
+    # The same climb on a fine metric (3,000 samples, steps of 1/3000): the same stop as without.
+    ("fine", [k / 3000 for k in (1000, 1403, 1702, 1899)] + [2001 / 3000] * 36, 60, 18, 18),
     # 24 steps of 1/30: 1% of that progress is 2.4 tenths of a step, and the best is a doubling old first.
     ("coarse-24-steps", coarse([min(27, 3 + i) if i < 30 else 26 + i % 2 for i in range(80)]), 80, 48, 48),
 ]
@@ -283,6 +283,31 @@ def test_outlook_resolution_share_table(id_, values, planned, without, with_shar
     assert evidence["pace"] == pytest.approx(evidence["raw_pace"] + evidence["unseen_gain"])
     assert evidence["outlook"] <= evidence["bar"]
     json.dumps(evidence)
+
+
+@pytest.mark.parametrize(
+    ("scale", "shift", "mode"),
+    [(1.0, 0.0, "max"), (100.0, 0.0, "max"), (-1.0, 1.0, "min"), (-100.0, 100.0, "min")],
+)
+def test_outlook_resolution_share_is_scale_free(scale, shift, mode) -> None:
+    """An accuracy over 30 samples, the same in percent, and its error rate (as a share and in percent)
+    stop at the same step: the step is read from the values' differences, 1/30 of the scale in each."""
+    values = [shift + scale * v for v in coarse([10, 14, 17, 19, 22] + [22] * 35)]  # 12 steps of progress
+    rules = [{**OUTLOOK, "resolution_share": 0.1}]
+    stop = stop_of(judge(rules, values, mode=mode, ctx=Context(planned_steps=60)))
+    assert stop.step == 27  # 0.1 of a step a doubling is 1% of 12 steps with 1.2 doublings left
+    assert stop.evidence["resolution"] == pytest.approx(abs(scale) / 30)
+
+
+def test_step_between_reads_the_step_whatever_the_offset_and_scale() -> None:
+    accuracy = [k / 30 for k in (10, 14, 17, 19, 20)]
+    assert step_between(accuracy) == pytest.approx(1 / 30)
+    assert step_between([100 * v for v in accuracy]) == pytest.approx(10 / 3)
+    assert resolution([100 * v for v in accuracy]) == pytest.approx(1 / 3)  # thirds: 10 times too fine
+    assert step_between([1 - v for v in accuracy]) == pytest.approx(1 / 30)
+    assert step_between([2 / 3, 1 / 3]) == pytest.approx(1 / 3)  # two values: never finer than the truth
+    assert step_between([0.5, 0.5]) == 0.0  # never moved: no step to read
+    assert step_between([math.log(10), 0.9102937, 0.5203318]) == 0.0  # a loss: continuous
 
 
 def test_outlook_says_what_a_coarse_metric_could_not_show() -> None:

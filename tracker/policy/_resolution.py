@@ -35,9 +35,42 @@ def resolution(values: Iterable[float]) -> float:
     return 1.0 / common
 
 
+def step_between(values: Iterable[float]) -> float:
+    """The step the values move by, whatever their offset and scale: the greatest common divisor of their
+    differences, each value read as its simplest fraction as :func:`resolution` reads it. An accuracy over
+    30 samples moves by 1/30, and so does it read in percent (10/3) relative to its scale, where
+    :func:`resolution` reads percent as thirds; a metric with no such structure (a loss) reads 0, and so do
+    values that never moved. Like :func:`resolution`, what it reads is never finer than the truth."""
+    fractions = []
+    for value in values:
+        fraction = _fraction(value)
+        if fraction is None:
+            return 0.0
+        fractions.append(fraction)
+    common = 1
+    for _, denominator in fractions:
+        common = math.lcm(common, denominator)
+        if common > _MAX_DENOMINATOR:
+            return 0.0
+    numerators = [numerator * (common // denominator) for numerator, denominator in fractions]
+    divisor = 0
+    for numerator in numerators[1:]:
+        divisor = math.gcd(divisor, numerator - numerators[0])
+    return divisor / common
+
+
 def _denominator(value: float) -> int | None:
     """The denominator of the first convergent of ``value`` within float32's relative precision, or None past
     ``_MAX_DENOMINATOR``."""
+    fraction = _fraction(value)
+    return None if fraction is None else fraction[1]
+
+
+def _fraction(value: float) -> tuple[int, int] | None:
+    """``value`` as the first convergent of its continued fraction within float32's relative precision
+    (signed numerator, denominator), or None past ``_MAX_DENOMINATOR`` or for a value that is not finite."""
+    if not math.isfinite(value):
+        return None
     tolerance = max(_FLOAT32_PRECISION * abs(value), 1e-12)
     x = abs(value)
     p_prev, q_prev, p, q = 1, 0, math.floor(x), 1
@@ -49,4 +82,4 @@ def _denominator(value: float) -> int | None:
         a = math.floor(x_next)
         rest = x_next - a
         p_prev, q_prev, p, q = p, q, a * p + p_prev, a * q + q_prev
-    return q
+    return (p if value >= 0 else -p), q

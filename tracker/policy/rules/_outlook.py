@@ -9,7 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
-from tracker.policy._resolution import resolution
+from tracker.policy._resolution import resolution, step_between
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
@@ -55,8 +55,9 @@ class OutlookParams(RuleParams):
     progress.
 
     ``resolution_share`` (0 by default; the ``default`` policy sets 0.1): the pace also counts that share of
-    the metric's step (read from its values: an accuracy over n samples moves in steps of 1/n, see
-    :func:`~tracker.policy._resolution.resolution`; a loss reads as continuous, step 0). A model can gain on
+    the metric's step (read from its values, whatever their offset and scale: an accuracy over n samples
+    moves in steps of 1/n, in percent 100/n, see :func:`~tracker.policy._resolution.step_between`; a loss
+    reads as continuous, step 0). A model can gain on
     the best by less than a step without one more sample of a small validation set changing its answer, so a
     best that stood still over a doubling on a coarse metric says less than one that stood still on a fine
     one: on 30 samples a run needs about 10 steps of progress before 1% of it can be told from a step it could
@@ -315,10 +316,11 @@ class Outlook(Rule[OutlookParams]):
         jitter = step_noise(state["recent"]) if p.noise_discount else 0.0
         # The metric's step is read only here, where the pace seen would pass: most points end above. It is
         # read from every value kept (the recent ones, the bests so far, the first): from a few it can read
-        # coarser than the truth (2/3 and 1/3 alone read thirds, where 14/30 among them reads thirtieths).
+        # coarser than the truth (2/3 and 1/3 alone read thirds, where 14/30 among them reads thirtieths),
+        # and from their differences, so an accuracy in percent reads the same step relative to its scale.
         step = None
         if p.resolution_share:
-            step = resolution([*state["recent"], *(value for _, value in path), state["first"]])
+            step = step_between([*state["recent"], *(value for _, value in path), state["first"]])
         unseen = p.resolution_share * step if step else 0.0
         pace = max(0.0, raw_pace - p.noise_discount * jitter) + unseen
         outlook = pace * doublings
