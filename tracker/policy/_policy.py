@@ -255,7 +255,7 @@ def evaluate(
     judged = _judged(policy, rules, current, bests, ctx or Context())
     # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
     # moves when the first rule of its test and smoothing has smoothed the value.
-    raw_bests = list({id(j[5]): j[5] for j in judged if j[3] is None}.values())
+    raw_bests = list({id(best): best for _, _, _, alpha, _, best, _ in judged if alpha is None}.values())
     verdicts: list[Verdict] = []
     last_step: int | None = None
     stop_step: int | None = None
