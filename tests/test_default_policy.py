@@ -24,6 +24,7 @@ def coarse(levels: list[int]) -> list[float]:
     return [k * Q for k in levels]
 
 
+BLIND_SAID = "judged from 0.8 of its plan, as neither a learning rate nor a validation loss is logged"
 DEGENERATE = {"rule": "degenerate", "window": 8, "max_distinct": 4, "stuck_progress": 0.5}
 
 # (id, values, planned steps, expected stop step or None, kind)
@@ -125,6 +126,46 @@ def test_degenerate_judges_a_stuck_run_later_while_no_rate_is_logged(id_, lr, st
     # Without the parameter, stuck_progress holds whether or not a rate is logged.
     plain = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.4}]
     assert stop_of(judge(plain, stuck, ctx=Context(planned_steps=50))).step == 20
+
+
+# Accuracy on wine's 36 validation samples (corpus seed 0, mlp/wine-tiny run 4): a climb to 26/36, a fall
+# to the class share 19/36 for six evaluations at 19% of an 80-epoch plan, then a climb to 35/36.
+WINE = [21, 21, 20, 19, 23, 24, 26, 25, 21, 19, 19, 19, 19, 19, 19, 21, 22, 29, 32, 34, 34, 35, 35, 34]
+
+
+@pytest.mark.parametrize(
+    ("id_", "levels", "lr", "step"),
+    [
+        # No rate logged: a coarse collapse before 30% of the plan (step 24) waits, and this one climbs.
+        ("no-rate-climbs", WINE, None, None),
+        # No rate logged, and it stays on the class share: stopped at 30% of the plan.
+        ("no-rate-stays", WINE[:16] + [19] * 20, None, 24),
+        # A rate logged, past its warm-up (falling): the warm-up guard has seen it, stopped at once.
+        ("falling-rate", WINE, [0.1 * 0.97**i for i in range(24)], 15),
+    ],
+)
+def test_degenerate_judges_a_coarse_collapse_later_while_no_rate_is_logged(id_, levels, lr, step) -> None:
+    values = [k / 36 for k in levels]
+    rules = [{**DEGENERATE, "lr_key": "lr", "unscheduled_collapse_progress": 0.3}]
+    plan = Context(planned_steps=80)
+    # Without the option the collapse is stopped at once, rate or not.
+    assert stop_of(judge([{**DEGENERATE, "lr_key": "lr"}], values, ctx=plan)).step == 15
+    stop = stop_of(judge(rules, values, extras={"lr": lr} if lr else None, ctx=plan))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert (stop.step, stop.evidence["kind"]) == (step, "collapsed")
+
+
+def test_a_fine_metrics_collapse_is_not_held_without_a_rate() -> None:
+    """MNLI's collapse to its class shares is read over the fine window (4 values, a fine metric), which
+    ``unscheduled_collapse_progress`` leaves alone; over the long window alone it would wait."""
+    collapsed = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545, 0.3274]
+    rules = [{**DEGENERATE, "unscheduled_collapse_progress": 0.3}]
+    plan = Context(planned_steps=64)
+    assert stop_of(judge(rules, collapsed, ctx=plan)) is None
+    stop = stop_of(judge([{**rules[0], "fine_window": 4}], collapsed, ctx=plan))
+    assert (stop.step, stop.evidence["kind"], stop.evidence["window"]) == (5, "collapsed", 4)
 
 
 # Accuracy on MNLI's 9,815 matched validation samples, stored as float32 as OPDA stores it: a model
@@ -376,9 +417,20 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     collapsed = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545, 0.3274]
     stop = stop_of(judge(DEFAULT_RULES, collapsed, ctx=Context(planned_steps=64)))
     assert (stop.rule, stop.best_step) == ("degenerate", 1)
-    stop = stop_of(judge(DEFAULT_RULES, saturating(80), ctx=Context(planned_steps=100)))
-    assert stop is not None
-    assert stop.rule == "outlook"
+    # With neither a rate nor a validation loss logged the run is blind: judged from 80% of its plan.
+    plan = Context(planned_steps=100)
+    stop = stop_of(judge(DEFAULT_RULES, saturating(100), ctx=plan))
+    assert (stop.rule, stop.step) == ("outlook", 80)
+    assert stop.evidence["blind_min_progress"] == 0.8
+    assert (
+        "judged from 0.8 of its plan, as neither a learning rate nor a validation loss is logged"
+        in stop.reason
+    )
+    # Either series logged (a constant rate, a flat loss) lifts that: judged from 30% of the plan.
+    for extras in ({"lr": [0.1] * 100}, {"val_loss": [1.0] * 100}):
+        stop = stop_of(judge(DEFAULT_RULES, saturating(100), ctx=plan, extras=extras))
+        assert (stop.rule, stop.step) == ("outlook", 34)
+        assert stop.evidence["blind_min_progress"] is None
 
 
 def test_outlook_noise_discount_takes_a_lucky_step_on_a_coarse_metric_for_noise() -> None:
@@ -645,6 +697,70 @@ def test_early_retreat_leaves_a_noisy_fall_and_a_warming_rate_to_the_floor() -> 
     assert stop_of(judge(rules, overfitting_loss(60, 8), mode="min", extras=warming, ctx=plan)) is None
 
 
+BLIND = {
+    **RISING,
+    "early_retreat_t": 5.0,
+    "blind_min_progress": 0.8,
+    "blind_early_retreat_t": 15.0,
+    "lr_key": "lr",
+    "loss_key": "val_loss",
+}
+# An ImageNet-like run at a high rate it does not log: peaks at step 2, falls to 0.10 and sits there for
+# half its plan, then climbs 0.02 an evaluation as the rate anneals (OPDA's AlexNet and ConvNeXt runs
+# reach several times their early best that way).
+RECOVERS_LATE = [0.0, 0.15, 0.34, 0.25, 0.15] + [0.10 + _wiggle(i) for i in range(25)]
+RECOVERS_LATE += [0.10 + 0.02 * (i + 1) for i in range(30)]
+
+
+@pytest.mark.parametrize(
+    ("id_", "extras", "step"),
+    [
+        # Blind: nothing judged before 80% of the plan (step 48), and by then it sets new bests.
+        ("blind", None, None),
+        # A rate logged (constant, so it holds nothing back) or a validation loss logged (flat, so it holds
+        # nothing back): not blind, and the retreat stops it at 30% of its plan, as without the option.
+        ("constant-rate", {"lr": [0.1] * 60}, 18),
+        ("flat-loss", {"val_loss": [1.0] * 60}, 18),
+    ],
+)
+def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None:
+    plan = Context(planned_steps=60)
+    assert stop_of(judge([RISING], RECOVERS_LATE, ctx=plan)).step == 18
+    stop = stop_of(judge([BLIND], RECOVERS_LATE, ctx=plan, extras=extras))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert stop.step == step
+    assert stop.evidence["blind"] is False
+
+
+def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> None:
+    """A loss that turns up in a clean line after step 8 (boosted trees overfitting) is stopped at step 14
+    blind or not: its move away is 17 standard errors of its slope. The same turn with evaluations
+    jittering by 0.02 moves away by 8: enough with a rate logged (at least 5), not blind (at least 15),
+    where the retreat waits for 80% of the plan and says why."""
+    plan = Context(planned_steps=100)
+    clean = overfitting_loss(100, 8)
+    stop = stop_of(judge([BLIND], clean, mode="min", ctx=plan))
+    assert (stop.step, stop.evidence["blind"], stop.evidence["early_retreat_t"]) == (14, True, 15.0)
+    assert stop.evidence["rise_t"] < -15.0
+    said = (
+        "at least 15, with neither a learning rate nor a validation loss logged), so it is stopped before 0.8"
+    )
+    assert said in stop.reason
+    jittery = clean[:9] + [v + (0.02 if i % 2 else -0.02) for i, v in enumerate(clean[9:])]
+    with_rate = stop_of(judge([BLIND], jittery, mode="min", ctx=plan, extras={"lr": [0.1] * 100}))
+    assert (with_rate.step, with_rate.evidence["early_retreat_t"]) == (17, 5.0)
+    assert -15.0 < with_rate.evidence["rise_t"] < -5.0
+    blind = stop_of(judge([BLIND], jittery, mode="min", ctx=plan))
+    assert (blind.step, blind.evidence["blind"], blind.evidence["floor"]) == (80, True, 0.8)
+    assert (
+        "judged from 0.8 of its plan, as neither a learning rate nor a validation loss is logged"
+        in blind.reason
+    )
+    json.dumps(blind.evidence)
+
+
 LOSS_WATCH = {**RETREAT, "loss_key": "val_loss"}
 # Accuracy on 30 samples (iris) climbing to two classes of three told apart, then frozen at 0.667.
 FROZEN_AT_A_CLASS_SHARE = coarse([10, 14, 17, 19] + [20] * 36)
@@ -766,8 +882,10 @@ def test_the_default_reads_a_validation_loss_under_the_names_trainers_log_it(
     val_name, train_name, lr_name
 ) -> None:
     plan = Context(planned_steps=60)
-    # Accuracy alone: 31, where a tenth of a step (resolution_share) per doubling is 1% of the progress.
-    assert stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 31
+    # Accuracy alone is blind: judged from 80% of the plan (step 48).
+    blind = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE + coarse([20] * 20), ctx=plan))
+    assert blind.step == 48
+    # The loss logged: held while it falls; flat, 31 (a tenth of a step per doubling is 1% of the progress).
     falling = {val_name: [1.1 - 0.012 * i for i in range(40)]}
     held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling))
     assert held is None, held.reason
@@ -869,7 +987,8 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
     climb = [0.24 + 0.01 * i for i in range(23)]
     loss = {"val_loss": [1.39 - 0.0017 * i for i in range(80)]}
     steady = climb + [0.46 - 0.0012 * i + 0.25 * _wiggle(i) for i in range(57)]
-    assert stop_of(judge(DEFAULT_RULES, steady, ctx=plan)).step == 38  # accuracy alone
+    # Accuracy alone (blind): 6.35 standard errors is short of blind_early_retreat_t (15), so from 80%.
+    assert stop_of(judge(DEFAULT_RULES, steady, ctx=plan)).step == 64
     stop = stop_of(judge(DEFAULT_RULES, steady, extras=loss, ctx=plan))
     assert (stop.step, stop.rule, stop.best_step) == (38, "outlook", 22)
     assert stop.evidence["rise_t"] <= -5.0
@@ -905,15 +1024,23 @@ def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_fal
 def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     """A sweep's regret is its best run's: the validation-loss hold, the coarse metric's unseen gain and the
     later stuck verdict without a rate held other runs for no better best, so default-sweep leaves them out
-    and keeps every other parameter of the single-run default."""
+    and keeps every other parameter of the single-run default; so it does the blind run's later floor and
+    the later coarse collapse without a rate (the cross-run rules judge such runs against the others)."""
     from tracker.policy.presets import DEFAULT_SWEEP_RULES
 
     single = {rule["rule"]: rule for rule in DEFAULT_RULES}
     sweep = {rule["rule"]: rule for rule in DEFAULT_SWEEP_RULES}
     assert single["outlook"]["resolution_share"] > 0
+    assert single["outlook"]["blind_min_progress"]
     assert single["degenerate"]["unscheduled_stuck_progress"]
-    assert sweep["outlook"] == {**single["outlook"], "loss_key": None, "resolution_share": 0.0}
-    assert sweep["degenerate"] == {**single["degenerate"], "unscheduled_stuck_progress": None}
+    assert single["degenerate"]["unscheduled_collapse_progress"]
+    left_out = {"loss_key": None, "resolution_share": 0.0, "blind_min_progress": None}
+    assert sweep["outlook"] == {**single["outlook"], **left_out}
+    assert sweep["degenerate"] == {
+        **single["degenerate"],
+        "unscheduled_stuck_progress": None,
+        "unscheduled_collapse_progress": None,
+    }
     assert {k: v for k, v in sweep.items() if k not in ("outlook", "degenerate", "percentile", "asha")} == {
         k: v for k, v in single.items() if k not in ("outlook", "degenerate")
     }

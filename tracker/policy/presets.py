@@ -106,6 +106,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "lr_key": LR_NAMES,
         "stuck_progress": 0.4,
         "unscheduled_stuck_progress": 0.6,
+        "unscheduled_collapse_progress": 0.3,
         "loss_key": VAL_LOSS_NAMES,
     },
     {
@@ -120,6 +121,8 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "rising_t": 2.0,
         "early_retreat_t": 5.0,
         "unplanned_evaluations": 16,
+        "blind_min_progress": 0.8,
+        "blind_early_retreat_t": 15.0,
         "loss_key": VAL_LOSS_NAMES,
         "train_key": TRAIN_LOSS_NAMES,
     },
@@ -144,8 +147,8 @@ DEFAULT_RULES: list[dict[str, Any]] = [
 # them every corpus sweep of seeds 1-3 saved 0 to 1.4 pp more at the same sweep regret (digits-coarse seed 1
 # +9.8 -> +11.2 pp over Optuna's best), OPDA's unchanged.
 _SINGLE_RUN_ONLY: dict[str, dict[str, Any]] = {
-    "outlook": {"loss_key": None, "resolution_share": 0.0},
-    "degenerate": {"unscheduled_stuck_progress": None},
+    "outlook": {"loss_key": None, "resolution_share": 0.0, "blind_min_progress": None},
+    "degenerate": {"unscheduled_stuck_progress": None, "unscheduled_collapse_progress": None},
 }
 DEFAULT_SWEEP_RULES: list[dict[str, Any]] = [
     *({**rule, **_SINGLE_RUN_ONLY.get(rule["rule"], {})} for rule in DEFAULT_RULES),

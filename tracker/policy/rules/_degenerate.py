@@ -74,7 +74,15 @@ class DegenerateParams(RuleParams):
     verdict while that logged validation loss's own outlook is not spent (its fall over the last doubling,
     carried to the planned end, exceeds ``loss_delta`` of its fall since its first value): a model sitting on
     one class share while its loss still falls is learning, and climbs off it later (held-out iris runs at 1/3
-    for up to 44% of their plan)."""
+    for up to 44% of their plan).
+
+    ``unscheduled_collapse_progress`` (off by default; the ``default`` policy sets 0.3): while no learning
+    rate has been logged, a collapse seen over the long ``window`` (a coarse metric's) is judged only from
+    that share of a declared plan. On a small validation set a run early in its plan can fall back to a
+    class share for several evaluations and climb again, as its rate warms up or settles (a held-out wine
+    run fell from 0.72 to 0.53 for six evaluations at 19% of its plan, then reached 0.97); with a rate
+    logged the warm-up guard sees that. The fine window's collapse (a constant prediction on a fine metric)
+    is not held (added 2026-11-26)."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
@@ -90,6 +98,12 @@ class DegenerateParams(RuleParams):
     lr_key: MetricNames | None = None
     loss_key: MetricNames | None = None
     loss_delta: float = Field(default=0.01, gt=0.0, le=1.0, allow_inf_nan=False)
+    unscheduled_collapse_progress: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="share of the plan before which, with no rate, a coarse collapse waits",
+    )
     unscheduled_stuck_progress: float | None = Field(
         default=None, ge=0.0, le=1.0, description="stuck_progress while no learning rate is logged"
     )
@@ -167,6 +181,8 @@ class Degenerate(Rule[DegenerateParams]):
         kind, fine_step = None, None
         if repeats:
             kind = self._kind(window, run)
+            if kind == "collapsed" and self._collapse_waits(run):
+                kind = None
         if kind is None and p.fine_window is not None and since_best >= p.fine_window:
             fine_step = self._fine_collapse(state, short, run)
             if fine_step is not None:
@@ -278,6 +294,14 @@ class Degenerate(Rule[DegenerateParams]):
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= share * ctx.planned_steps else None
+
+    def _collapse_waits(self, run: _SoFar) -> bool:
+        """Whether a collapse seen over the long window (a coarse metric's) is too early to judge: no
+        learning rate logged, and before ``unscheduled_collapse_progress`` of a declared plan."""
+        share, planned = self.params.unscheduled_collapse_progress, run.ctx.planned_steps
+        return (
+            share is not None and planned is not None and not run.rate_seen and run.obs.step < share * planned
+        )
 
     def _stuck_share(self, rate_seen: bool) -> float:
         """The share of the plan a *stuck* run must reach: ``unscheduled_stuck_progress`` while no learning

@@ -98,6 +98,18 @@ class OutlookParams(RuleParams):
     within the first tenth of their rounds) is not a flat start, and waiting for the floor only spends
     compute. The learning-rate guard still applies.
 
+    ``blind_min_progress`` and ``blind_early_retreat_t`` (off by default; the ``default`` policy sets 0.8
+    and 15): a run with a declared plan that has logged neither a learning rate (``lr_key``) nor a
+    validation loss (``loss_key``) is *blind*: nothing says whether its schedule is still to anneal, nor
+    whether the model still learns under a metric that stands still. Schedules that decay (step, cosine,
+    triangular, one-cycle) make their largest gains late: ImageNet runs at a high rate peak early, fall for
+    half their plan and climb to several times that best as the rate anneals, and with neither series the
+    outlook and the retreat read that fall as a run that has left its best behind. So a blind run is not
+    judged before ``blind_min_progress`` of its plan, except by a retreat whose last 8 values move away
+    from the best by at least ``blind_early_retreat_t`` standard errors of their slope (a loss that
+    overfits turns up more steadily than a run at a rate too high falls). Logging the rate or a validation
+    loss lifts both (added 2026-11-26).
+
     ``unplanned_evaluations`` (off by default; the ``default`` policy sets 16, as ``degenerate`` waits
     twice its window of 8 for a stuck run with no plan): with no planned end declared, ``min_progress``
     cannot hold (the run is taken to last as long again, so it is always half-way), and nothing is
@@ -128,6 +140,8 @@ class OutlookParams(RuleParams):
     retreat_noise: float = Field(default=3.0, ge=0.0, le=100.0, allow_inf_nan=False)
     rising_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    blind_min_progress: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
+    blind_early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
@@ -211,8 +225,13 @@ class Outlook(Rule[OutlookParams]):
             return None
         if not declared and state["seen"] < (p.unplanned_evaluations or 0):  # no floor of min_progress
             return None
+        # Blind (a plan, and neither a rate nor a validation loss logged): judged later, and before that
+        # retreating only more steadily. A rate or a loss seen once lifts it: a run logs them from its start.
+        blind_floor = p.blind_min_progress if declared and self._blind(state) else None
+        if blind_floor is not None and t < blind_floor * planned:
+            return self._early_retreat(state, obs, ctx, planned, lr, blind=True)
         if t < p.min_progress * planned:
-            return self._early_retreat(state, obs, ctx, planned, lr) if p.early_retreat_t else None
+            return self._early_retreat(state, obs, ctx, planned, lr, blind=False)
         overfit = None
         # A rate at its peak and not rising (a constant schedule so far) holds nothing: asked first, cheaply.
         at_peak = lr == state.get("lr_peak") and not state.get("lr_rising")
@@ -263,7 +282,16 @@ class Outlook(Rule[OutlookParams]):
                 rise_t = rise[0]
             overriding = loss if held_by_loss else None
             return self._retreat_stop(
-                obs, ctx, due, progress, planned, lr, rise_t, overfit=overfit, loss=overriding
+                obs,
+                ctx,
+                due,
+                progress,
+                planned,
+                lr,
+                rise_t,
+                overfit=overfit,
+                loss=overriding,
+                blind=blind_floor,
             )
         assert spent is not None
         evidence = {
@@ -271,6 +299,7 @@ class Outlook(Rule[OutlookParams]):
             "lr": lr,
             "rise_t": _finite(rise_t),
             "rising_t": p.rising_t,
+            "blind_min_progress": blind_floor,
             **(loss or {}),
             **(overfit or {}),
         }
@@ -362,6 +391,8 @@ class Outlook(Rule[OutlookParams]):
             f"planned end (step {e['planned_steps']}) add {e['outlook']:.3g}, at most "
             f"{e['relative_delta']:g} of its progress so far ({e['progress']:.3g}); "
         )
+        if e["blind_min_progress"] is not None:
+            reason += _blind_said(e["blind_min_progress"])
         if "loss_key" in e:
             reason += loss_said(e, e["relative_delta"])
         if "train_key" in e:
@@ -382,12 +413,21 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
+    @staticmethod
+    def _blind(state: State) -> bool:
+        """Neither a learning rate nor a validation loss has been logged so far."""
+        return state.get("lr_peak") is None and state.get("loss_first") is None
+
     def _early_retreat(
-        self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None
+        self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None, *, blind: bool
     ) -> Verdict | None:
-        """Before ``min_progress`` of the plan: the ``retreat`` stop, only for a run whose last values move
-        away from its best by at least ``early_retreat_t`` standard errors of their slope; else None."""
+        """Before the plan's floor (``min_progress``, or ``blind_min_progress`` for a ``blind`` run): the
+        ``retreat`` stop, only for a run whose last values move away from its best by at least
+        ``early_retreat_t`` (``blind_early_retreat_t``) standard errors of their slope; else None."""
         p = self.params
+        steady_t = p.blind_early_retreat_t if blind else p.early_retreat_t
+        if steady_t is None:
+            return None
         best, first = ctx.best.value, state["first"]
         if p.retreat is None or best is None or best == first:
             return None
@@ -398,9 +438,10 @@ class Outlook(Rule[OutlookParams]):
         if lr is not None and self._schedule_pending(state, lr):
             return None
         rise_t, _ = self._rise(state, best, progress, planned)
-        if rise_t > -(p.early_retreat_t or 0.0):
+        if rise_t > -steady_t:
             return None
-        return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=True)
+        early = (steady_t, p.blind_min_progress if blind else p.min_progress, blind)
+        return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=early)
 
     def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
         """The t-statistic of the rise of the recent values (their least-squares slope over their steps,
@@ -454,13 +495,16 @@ class Outlook(Rule[OutlookParams]):
         lr: float | None,
         rise_t: float | None,
         *,
-        early: bool = False,
+        early: tuple[float, float | None, bool] | None = None,
         overfit: dict[str, Any] | None = None,
         loss: dict[str, Any] | None = None,
+        blind: float | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
-        floor, which only a steady move away from the best (``early_retreat_t``) passes. ``loss``: the
-        outlook of a validation loss that still falls, which that same steady move overrides."""
+        floor, which only a steady move away from the best passes (that many standard errors, the floor's
+        share of the plan, and whether the run is blind). ``blind``: the later floor a blind run was
+        judged from. ``loss``: the outlook of a validation loss that still falls, which that same steady
+        move overrides."""
         p = self.params
         shortfall, jitter, bar = due
         best, best_step = ctx.best.value, ctx.best.step
@@ -469,11 +513,13 @@ class Outlook(Rule[OutlookParams]):
             f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {p.retreat:g} of "
             f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
         )
-        if early:
+        if early is not None:
+            steady_t, floor, was_blind = early
             reason += (
                 f", and its recent values move away from it steadily (by {-(rise_t or 0.0):.3g} "
-                f"standard errors of their slope, at least {p.early_retreat_t:g}), so it is stopped before "
-                f"{p.min_progress:g} of its planned end (step {planned})"
+                f"standard errors of their slope, at least {steady_t:g}"
+                + (", with neither a learning rate nor a validation loss logged" if was_blind else "")
+                + f"), so it is stopped before {floor or 0.0:g} of its planned end (step {planned})"
             )
         elif loss is not None:
             reason += (
@@ -483,6 +529,7 @@ class Outlook(Rule[OutlookParams]):
                 f"{p.early_retreat_t:g}) and by more than {STEADY_STEPS} of its steps"
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
+        reason += _blind_said(blind) if blind is not None else ""
         reason += f"keep step {best_step}"
         return self.stop(
             obs,
@@ -499,13 +546,19 @@ class Outlook(Rule[OutlookParams]):
                 "lr": lr,
                 "rise_t": _finite(rise_t),
                 "rising_t": p.rising_t,
-                "early_retreat_t": p.early_retreat_t if early or loss is not None else None,
+                "early_retreat_t": early[0] if early else (p.early_retreat_t if loss is not None else None),
+                "blind": early[2] if early else blind is not None,
+                "floor": early[1] if early else blind,
                 **(loss or {}),
                 **(overfit or {}),
             },
             best_step=best_step,
             best_value=best,
         )
+
+
+def _blind_said(floor: float) -> str:
+    return f"judged from {floor:g} of its plan, as neither a learning rate nor a validation loss is logged; "
 
 
 def _finite(t: float | None) -> float | None:
