@@ -417,9 +417,10 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     collapsed = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545, 0.3274]
     stop = stop_of(judge(DEFAULT_RULES, collapsed, ctx=Context(planned_steps=64)))
     assert (stop.rule, stop.best_step) == ("degenerate", 1)
-    # With neither a rate nor a validation loss logged the run is blind: judged from 80% of its plan.
-    plan = Context(planned_steps=100)
-    stop = stop_of(judge(DEFAULT_RULES, saturating(100), ctx=plan))
+    # With neither a rate nor a validation loss logged the run is blind: judged from 80% of its plan (its
+    # best, 0.6, is far from the perfect score: see the next test).
+    plan, far = Context(planned_steps=100), saturating(100, top=0.6)
+    stop = stop_of(judge(DEFAULT_RULES, far, ctx=plan))
     assert (stop.rule, stop.step) == ("outlook", 80)
     assert stop.evidence["blind_min_progress"] == 0.8
     assert (
@@ -428,7 +429,7 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     )
     # Either series logged (a constant rate, a flat loss) lifts that: judged from 30% of the plan.
     for extras in ({"lr": [0.1] * 100}, {"val_loss": [1.0] * 100}):
-        stop = stop_of(judge(DEFAULT_RULES, saturating(100), ctx=plan, extras=extras))
+        stop = stop_of(judge(DEFAULT_RULES, far, ctx=plan, extras=extras))
         assert (stop.rule, stop.step) == ("outlook", 34)
         assert stop.evidence["blind_min_progress"] is None
 
@@ -732,6 +733,39 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
         return
     assert stop.step == step
     assert stop.evidence["blind"] is False
+
+
+@pytest.mark.parametrize(
+    ("id_", "mode", "top", "step"),
+    [
+        # An accuracy from 0.1 to 0.97: 0.03 from its perfect score 1, within 0.2 of its progress (0.87).
+        ("share-near-1", "max", 0.97, 34),
+        # To 0.9: 0.1 from 1, within 0.2 of 0.8 (0.16).
+        ("share-at-0.9", "max", 0.9, 34),
+        # To 0.85: 0.15 from 1, more than 0.2 of 0.75 (0.15 at the limit, rounded above): blind, from 80%.
+        ("share-at-0.85", "max", 0.85, 80),
+        # To 0.6: far from 1, blind, from 80%.
+        ("share-at-0.6", "max", 0.6, 80),
+        # A non-negative metric in mode min, 0.9 down to 0.03: 0.03 from its perfect score 0.
+        ("loss-near-0", "min", 0.97, 34),
+    ],
+)
+def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, top, step) -> None:
+    """No schedule can add more than what is left to the metric's perfect score: a blind run whose best is
+    within ``blind_headroom`` (0.2) of its progress from it is judged from 30% of its plan."""
+    values = saturating(100, top=top)
+    values = values if mode == "max" else [1.0 - v for v in values]
+    stop = stop_of(judge(DEFAULT_RULES, values, mode=mode, ctx=Context(planned_steps=100)))
+    assert (stop.rule, stop.step) == ("outlook", step)
+    if step == 80:
+        assert stop.evidence["headroom"] is None
+        assert BLIND_SAID in stop.reason
+        return
+    assert stop.evidence["headroom"] == pytest.approx(1.0 - top, abs=1e-3)
+    assert stop.evidence["blind_headroom"] == 0.2
+    assert stop.evidence["blind_min_progress"] is None
+    assert f"but the best is within {1.0 - top:.3g} of the metric's perfect score" in stop.reason
+    json.dumps(stop.evidence)
 
 
 def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> None:

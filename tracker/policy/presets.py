@@ -141,6 +141,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "unplanned_evaluations": 16,
         "blind_min_progress": 0.8,
         "blind_early_retreat_t": 15.0,
+        "blind_headroom": 0.2,
         "loss_key": VAL_LOSS_NAMES,
         "train_key": TRAIN_LOSS_NAMES,
     },

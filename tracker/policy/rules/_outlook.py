@@ -142,6 +142,7 @@ class OutlookParams(RuleParams):
     early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     blind_min_progress: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     blind_early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    blind_headroom: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
@@ -228,8 +229,12 @@ class Outlook(Rule[OutlookParams]):
         # Blind (a plan, and neither a rate nor a validation loss logged): judged later, and before that
         # retreating only more steadily. A rate or a loss seen once lifts it: a run logs them from its start.
         blind_floor = p.blind_min_progress if declared and self._blind(state) else None
+        room = None
         if blind_floor is not None and t < blind_floor * planned:
-            return self._early_retreat(state, obs, ctx, planned, lr, blind=True)
+            room = self._headroom(state, ctx) if t >= p.min_progress * planned else None
+            if room is None:
+                return self._early_retreat(state, obs, ctx, planned, lr, blind=True)
+            blind_floor = None  # near its perfect score: no schedule can add much, judged as the others
         if t < p.min_progress * planned:
             return self._early_retreat(state, obs, ctx, planned, lr, blind=False)
         overfit = None
@@ -292,6 +297,7 @@ class Outlook(Rule[OutlookParams]):
                 overfit=overfit,
                 loss=overriding,
                 blind=blind_floor,
+                headroom=room,
             )
         assert spent is not None
         evidence = {
@@ -300,6 +306,8 @@ class Outlook(Rule[OutlookParams]):
             "rise_t": _finite(rise_t),
             "rising_t": p.rising_t,
             "blind_min_progress": blind_floor,
+            "headroom": room,
+            "blind_headroom": p.blind_headroom if room is not None else None,
             **(loss or {}),
             **(overfit or {}),
         }
@@ -393,6 +401,8 @@ class Outlook(Rule[OutlookParams]):
         )
         if e["blind_min_progress"] is not None:
             reason += _blind_said(e["blind_min_progress"])
+        if e["headroom"] is not None:
+            reason += self._headroom_said(e["headroom"], e["progress"])
         if "loss_key" in e:
             reason += loss_said(e, e["relative_delta"])
         if "train_key" in e:
@@ -412,6 +422,29 @@ class Outlook(Rule[OutlookParams]):
         pending = warming or self.params.lr_fraction * peak < lr < peak
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
+
+    def _headroom(self, state: State, ctx: Context) -> float | None:
+        """How far the best is from the metric's perfect score, when that is at most ``blind_headroom`` of
+        the run's progress; else None. The perfect score is read from the values as ``perfect`` reads it: 1
+        for a share (in mode max, the best at most 1, the first and recent values at least 0), 0 for a
+        non-negative metric (in mode min, the best, its lowest value, at least 0)."""
+        share, best, first = self.params.blind_headroom, ctx.best.value, state["first"]
+        if share is None or best is None or first is None:
+            return None
+        if self.mode == "max":
+            bounded = first >= 0.0 and best <= 1.0 and min(state["recent"]) >= 0.0
+            room = 1.0 - best
+        else:
+            bounded, room = best >= 0.0, best
+        return room if bounded and room <= share * abs(best - first) else None
+
+    def _headroom_said(self, room: float, progress: float) -> str:
+        perfect = 1 if self.mode == "max" else 0
+        return (
+            f"neither a learning rate nor a validation loss is logged, but the best is within {room:.3g} of "
+            f"the metric's perfect score ({perfect}), at most {self.params.blind_headroom:g} of its progress "
+            f"({progress:.3g}), so it is judged from {self.params.min_progress:g} of its plan; "
+        )
 
     @staticmethod
     def _blind(state: State) -> bool:
@@ -499,12 +532,13 @@ class Outlook(Rule[OutlookParams]):
         overfit: dict[str, Any] | None = None,
         loss: dict[str, Any] | None = None,
         blind: float | None = None,
+        headroom: float | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
         floor, which only a steady move away from the best passes (that many standard errors, the floor's
         share of the plan, and whether the run is blind). ``blind``: the later floor a blind run was
-        judged from. ``loss``: the outlook of a validation loss that still falls, which that same steady
-        move overrides."""
+        judged from; ``headroom``: how near its perfect score a blind run judged without it was. ``loss``:
+        the outlook of a validation loss that still falls, which that same steady move overrides."""
         p = self.params
         shortfall, jitter, bar = due
         best, best_step = ctx.best.value, ctx.best.step
@@ -530,6 +564,7 @@ class Outlook(Rule[OutlookParams]):
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += _blind_said(blind) if blind is not None else ""
+        reason += self._headroom_said(headroom, progress) if headroom is not None else ""
         reason += f"keep step {best_step}"
         return self.stop(
             obs,
@@ -549,6 +584,8 @@ class Outlook(Rule[OutlookParams]):
                 "early_retreat_t": early[0] if early else (p.early_retreat_t if loss is not None else None),
                 "blind": early[2] if early else blind is not None,
                 "floor": early[1] if early else blind,
+                "headroom": headroom,
+                "blind_headroom": p.blind_headroom if headroom is not None else None,
                 **(loss or {}),
                 **(overfit or {}),
             },
