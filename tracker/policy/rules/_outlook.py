@@ -108,7 +108,10 @@ class OutlookParams(RuleParams):
     judged before ``blind_min_progress`` of its plan, except by a retreat whose last 8 values move away
     from the best by at least ``blind_early_retreat_t`` standard errors of their slope (a loss that
     overfits turns up more steadily than a run at a rate too high falls). Logging the rate or a validation
-    loss lifts both (added 2026-11-26).
+    loss lifts both (added 2026-11-26). ``blind_headroom`` (off by default; the ``default`` policy sets 0.2):
+    nor is a blind run held back whose best is within that share of its progress from the metric's perfect
+    score (1 for a share, 0 for a non-negative metric in mode min, read from its values): no schedule can add
+    more than what is left, so it is judged from ``min_progress`` as the others.
 
     ``unplanned_evaluations`` (off by default; the ``default`` policy sets 16, as ``degenerate`` waits
     twice its window of 8 for a stuck run with no plan): with no planned end declared, ``min_progress``
