@@ -44,6 +44,11 @@ def doublings_left(planned: int, t: int) -> float:
     return math.log2(planned / t) if planned > t else 0.0
 
 
+def loss_seen(state: State) -> bool:
+    """Whether :func:`observe_loss` has kept a (finite) validation loss in ``state``."""
+    return state.get("loss_first") is not None
+
+
 def observe_loss(state: State, step: int, loss: float | None) -> None:
     """Keep a logged validation loss's first value and its lowest-so-far path in ``state`` (in place)."""
     if loss is None or not math.isfinite(loss):

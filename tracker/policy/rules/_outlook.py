@@ -18,9 +18,12 @@ from tracker.policy.rules._loss_watch import (
     keep_best,
     loss_outlook,
     loss_said,
+    loss_seen,
     loss_still_falls,
     observe_loss,
 )
+from tracker.policy.rules._perfect import perfect_score
+from tracker.policy.rules._window import lr_seen
 
 _NOISE_WINDOW = 8
 # A retreat overrides a validation loss that still falls only when it spans at least this many of the
@@ -428,18 +431,19 @@ class Outlook(Rule[OutlookParams]):
 
     def _headroom(self, state: State, ctx: Context) -> float | None:
         """How far the best is from the metric's perfect score, when that is at most ``blind_headroom`` of
-        the run's progress; else None. The perfect score is read from the values as ``perfect`` reads it: 1
-        for a share (in mode max, the best at most 1, the first and recent values at least 0), 0 for a
-        non-negative metric (in mode min, the best, its lowest value, at least 0)."""
+        the run's progress; else None. The perfect score is read as ``perfect`` reads it, from the values
+        this rule keeps (the first, the recent ones and the best, which is the highest in mode max and the
+        lowest in mode min)."""
         share, best, first = self.params.blind_headroom, ctx.best.value, state["first"]
         if share is None or best is None or first is None:
             return None
-        if self.mode == "max":
-            bounded = first >= 0.0 and best <= 1.0 and min(state["recent"]) >= 0.0
-            room = 1.0 - best
-        else:
-            bounded, room = best >= 0.0, best
-        return room if bounded and room <= share * abs(best - first) else None
+        kept = (first, best, *state["recent"])
+        low, high = (min(kept), best) if self.mode == "max" else (best, max(kept))
+        perfect = perfect_score(self.mode, low, high, between=any(0.0 < v < 1.0 for v in kept))
+        if perfect is None:
+            return None
+        room = abs(best - perfect)
+        return room if room <= share * abs(best - first) else None
 
     def _headroom_said(self, room: float, progress: float) -> str:
         perfect = 1 if self.mode == "max" else 0
@@ -451,8 +455,9 @@ class Outlook(Rule[OutlookParams]):
 
     @staticmethod
     def _blind(state: State) -> bool:
-        """Neither a learning rate nor a validation loss has been logged so far."""
-        return state.get("lr_peak") is None and state.get("loss_first") is None
+        """Neither a learning rate nor a validation loss has been logged so far (this rule keeps its rate's
+        peak under the key :func:`lr_seen` reads)."""
+        return not lr_seen(state) and not loss_seen(state)
 
     def _early_retreat(
         self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None, *, blind: bool

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
 
 class PerfectParams(RuleParams):
@@ -80,8 +80,13 @@ class Perfect(Rule[PerfectParams]):
         return state, verdict
 
     def _perfect_score(self, state: State) -> float | None:
-        """1 (mode max) for a share by its values so far, 0 (mode min) for a non-negative metric; None when
-        the values so far say no such bound holds."""
-        if self.mode == "max":
-            return 1.0 if state["between"] and state["low"] >= 0.0 and state["high"] <= 1.0 else None
-        return 0.0 if state["low"] >= 0.0 else None
+        return perfect_score(self.mode, state["low"], state["high"], between=state["between"])
+
+
+def perfect_score(mode: Mode, low: float, high: float, *, between: bool) -> float | None:
+    """The best score a metric can take, read from its values so far (their lowest and highest, and whether
+    one lay strictly between 0 and 1): 1 in mode max for a share, 0 in mode min for a non-negative metric;
+    None when the values say no such bound holds."""
+    if mode == "max":
+        return 1.0 if between and low >= 0.0 and high <= 1.0 else None
+    return 0.0 if low >= 0.0 else None
