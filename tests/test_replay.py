@@ -212,6 +212,24 @@ def test_the_benchmarks_ceiling_and_interval(opda_slice: Path) -> None:
     assert low == high == margin(outcome(one, [stop] * 10, "max"), frontier)
 
 
+def test_the_sweep_benchmarks_ceiling_finds_the_best_run_and_bounds_every_sweep(opda_slice: Path) -> None:
+    """The clairvoyant sweep (every run at its first checkpoint but the best-scoring one, at its watched
+    best) has no sweep regret, and no stopping at checkpoints that finds the best run saves more: neither
+    the i-Epoch front at no regret nor default-sweep."""
+    from tests.benchmarks.bench_replay import load_sources
+    from tests.benchmarks.bench_sweep import clairvoyant_sweep_stops, i_epoch_front, score
+
+    for source in load_sources(opda_slice, []).values():
+        stops = clairvoyant_sweep_stops(source)
+        ceiling, regret = score(source, stops)
+        assert regret == 0.0
+        assert sum(s > 0 for s in stops) <= 1
+        assert all(saved <= ceiling + 1e-12 for saved, r in i_epoch_front(source) if r <= 0.0)
+        results = replay_sweep(preset("default-sweep", monitor="val", mode="max"), source.curves)
+        ours, ours_regret = score(source, [r.stop_index for r in results])
+        assert ours <= ceiling + 1e-12 or ours_regret > 0.0
+
+
 def test_the_benchmark_replays_the_watched_metric_alone_and_says_the_targets(tmp_path: Path) -> None:
     """bench_replay's second table drops every companion series (the rate here), so the default judges the
     watched metric as for a trainer that logs nothing else; its target lines name the sources short of
