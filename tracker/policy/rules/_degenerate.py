@@ -37,9 +37,10 @@ class DegenerateParams(RuleParams):
     small validation set, in steps of 1/n) a learning run repeats values too, so few distinct values alone
     prove nothing. Both verdicts are therefore relative to the run's own range, never to the metric's units:
 
-    - *collapsed*: the window's best value lies in the worse ``collapse_fraction`` of the range the run has
-      covered (best minus worst so far), and below the best by more than twice the window's own spread:
-      the run had learned, and has fallen back (to chance, typically).
+    - *collapsed*: the window's best value has fallen from the run's best by at least ``collapse_fraction``
+      of the range the run has covered (best minus worst so far; at the default 0.5, into the worse half of
+      it), and by more than twice the window's own spread: the run had learned, and has fallen back (to
+      chance, typically).
     - *stuck*: the run's whole range is no wider than the window's own spread, and its best is older than
       the window: it has never moved beyond the values it repeats. A run that has not started learning
       looks exactly like that, so it is judged only past ``stuck_progress`` of its planned length (with
