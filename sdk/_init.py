@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from sdk._agree import detect_rank_world, shared_run_key
+from sdk._mode import resolve_mode
 from sdk._policy_check import check_policy
 from sdk._run import Run
 from sdk._spool import Spool, default_spool_dir
 from sdk._transport import DEFAULT_URL, Transport
-from sdk._types import Combine, Mode, Reduce
+from sdk._types import Combine, ModeChoice, Reduce
 
 # The order of the parameters that could once be given by position, for the deprecated positional form.
 _ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
@@ -26,7 +27,7 @@ def init(
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     monitor: str | None = None,
-    mode: Mode = "min",
+    mode: ModeChoice = "auto",
     rules: Sequence[Mapping[str, Any]] | None = None,
     url: str | None = None,
     transport: Transport | None = None,
@@ -50,8 +51,12 @@ def init(
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
     ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
-    omitted); with no ``monitor`` nothing is judged. ``planned_steps``: the step the run plans to end at,
-    for budget-aware rules (log the learning rate as ``"lr"`` too, and they also see the schedule).
+    omitted); with no ``monitor`` nothing is judged. ``mode``: ``"min"`` (a loss), ``"max"`` (an accuracy),
+    or ``"auto"`` (the default): read from the monitor's name, so ``val/acc``, ``val_accuracy``, ``eval_f1``
+    or ``ndcg@10`` are maximised and ``val/loss``, ``eval_perplexity`` or ``val_error`` minimised; a name
+    that says neither (``val``, ``score``) is minimised with a ``UserWarning`` asking for ``mode``.
+    ``planned_steps``: the step the run plans to end at, for budget-aware rules (log the learning rate as
+    ``"lr"`` too, and they also see the schedule).
     ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
     ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
 
@@ -148,7 +153,7 @@ def _once_positional(positional: tuple[Any, ...]) -> dict[str, Any]:
 
 def _checked_policy(
     monitor: str | None,
-    mode: Mode,
+    mode: ModeChoice,
     rules: Sequence[Mapping[str, Any]] | None,
     combine: Combine,
     reduce: Reduce,
@@ -157,7 +162,12 @@ def _checked_policy(
     any collective or connection, so a typo fails fast, the same on every rank, tracker or not."""
     if monitor is None:
         return None
-    policy: dict[str, Any] = {"monitor": monitor, "mode": mode, "combine": combine, "reduce": reduce}
+    policy: dict[str, Any] = {
+        "monitor": monitor,
+        "mode": resolve_mode(monitor, mode),
+        "combine": combine,
+        "reduce": reduce,
+    }
     if rules is not None:
         policy["rules"] = list(rules)
     check_policy(policy)

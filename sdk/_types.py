@@ -8,6 +8,10 @@ from typing import Literal
 Mode = Literal["min", "max"]
 """The direction the monitored metric improves in: ``min`` for a loss, ``max`` for an accuracy."""
 
+ModeChoice = Literal["min", "max", "auto"]
+"""A :data:`Mode`, or ``auto``: read from the monitor's name (``sdk._mode.infer_mode``: ``val/acc`` is
+``max``, ``val_loss`` is ``min``; a name that says neither is judged as a loss, with a warning)."""
+
 Combine = Literal["any", "all"]
 """``any``: the first rule that says stop stops; ``all``: every convergence rule must."""
 

@@ -29,7 +29,7 @@ from tracker.schemas.runs import RunCreate
 
 
 def _offline_run(spool: Path, url: str, **kwargs: Any) -> sdk.Run:
-    return sdk.init(project="first-hour", monitor="val", url=url, spool_dir=spool, **kwargs)
+    return sdk.init(project="first-hour", monitor="val", mode="min", url=url, spool_dir=spool, **kwargs)
 
 
 def test_a_tracker_away_costs_a_sweep_no_time(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ TRAINER = textwrap.dedent("""
     import sdk
     imported = time.perf_counter() - started
     rules = [{"rule": "patience", "patience": 2}]
-    run = sdk.init(project="slim", monitor="val", rules=rules, url=sys.argv[1])
+    run = sdk.init(project="slim", monitor="val", mode="min", rules=rules, url=sys.argv[1])
     stopped = None
     for step, value in enumerate([1.0, 0.5, 0.6, 0.7, 0.8, 0.9]):
         run.log({"val": value, "train/loss": value / 2}, step=step)

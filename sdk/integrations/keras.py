@@ -28,7 +28,7 @@ import keras  # type: ignore[import-untyped]  # keras ships no type information
 
 import sdk
 from sdk._decision import Decision
-from sdk._types import Mode
+from sdk._types import ModeChoice
 
 logger = logging.getLogger("plateau")
 
@@ -44,7 +44,7 @@ class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an unt
         run: sdk.Run | None = None,
         *,
         monitor: str = "val_loss",
-        mode: Mode = "min",
+        mode: ModeChoice = "auto",
         config: Mapping[str, Any] | None = None,
         filepath: str | os.PathLike[str] | None = None,
         restore_best_weights: bool = True,

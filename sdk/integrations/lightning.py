@@ -30,7 +30,7 @@ from lightning.pytorch.callbacks import Callback
 
 import sdk
 from sdk._decision import Decision
-from sdk._types import FinalStatus, Mode
+from sdk._types import FinalStatus, ModeChoice
 
 logger = logging.getLogger("plateau")
 
@@ -67,7 +67,7 @@ class PlateauCallback(Callback):
         experiment: str = "default",
         name: str | None = None,
         monitor: str | None = None,
-        mode: Mode = "min",
+        mode: ModeChoice = "auto",
         rules: Sequence[Mapping[str, Any]] | None = None,
         config: Mapping[str, Any] | None = None,
         url: str | None = None,

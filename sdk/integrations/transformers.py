@@ -38,7 +38,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 import sdk
 from sdk._decision import Decision
-from sdk._types import Mode
+from sdk._types import ModeChoice
 
 logger = logging.getLogger("plateau")
 
@@ -67,7 +67,7 @@ class PlateauCallback(TrainerCallback):
         run: sdk.Run | None = None,
         *,
         monitor: str = "eval_loss",
-        mode: Mode = "min",
+        mode: ModeChoice = "auto",
         config: Mapping[str, Any] | None = None,
         finish: bool = True,
         **init_kwargs: Any,

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from sdk._mode import infer_mode
 from tracker.policy._base import Rule, State
 from tracker.policy._improvement import Best
 from tracker.policy._registry import RuleSpec, build_rule
@@ -40,7 +41,11 @@ class PolicySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     monitor: str = Field(min_length=1, max_length=250)
-    mode: Mode = "min"
+    mode: Mode = Field(
+        default="min",
+        description='min or max; "auto" or left out: read from the monitor\'s name '
+        "(val/acc: max, val_loss: min), else min",
+    )
     rules: list[RuleSpec] = Field(default_factory=default_rules, max_length=32)
     combine: Literal["any", "all"] = "any"
     reduce: Literal["rank0", "mean", "min", "max"] = Field(
@@ -50,6 +55,17 @@ class PolicySpec(BaseModel):
     reduce_timeout_s: float = Field(
         default=60.0, gt=0.0, allow_inf_nan=False, description="judge with the ranks present after this long"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_from_the_name(cls, data: Any) -> Any:
+        """``mode`` left out or ``"auto"``: the direction the monitor's name says (``sdk._mode.infer_mode``:
+        ``val/acc`` is maximised, ``val_loss`` minimised), else ``min``. A client that leaves it out for an
+        accuracy would otherwise have it judged as a loss: its first value the best, every rise a fall."""
+        if isinstance(data, dict) and data.get("mode", "auto") == "auto":
+            monitor = data.get("monitor")
+            return {**data, "mode": (infer_mode(monitor) if isinstance(monitor, str) else None) or "min"}
+        return data
 
     @model_validator(mode="after")
     def _rules_fit_the_mode(self) -> PolicySpec:

@@ -1,0 +1,70 @@
+"""The direction a monitored metric improves in, read from its name when none is given (``mode="auto"``).
+
+A loop that watches ``val/acc`` and leaves ``mode`` out must not be judged as if accuracy were a loss: the
+first value would be its best, every later one "worse", and the run stopped as collapsed while it climbs.
+Keras's ``EarlyStopping(mode="auto")`` reads ``acc`` in the name as "higher is better"; Lightning's
+defaults to ``min`` whatever the name. Plateau reads the name's words (split at any non-alphanumeric and at
+camelCase humps: ``val/acc``, ``val_accuracy``, ``eval_f1``, ``valLoss``, ``ndcg@10``) against two short
+lists, and says nothing (``None``) when the name names neither, or both.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from sdk._types import Mode, ModeChoice
+
+# Words of metrics that improve upwards: accuracies and their top-k forms, ranking and retrieval scores,
+# overlap and agreement scores, text-generation scores, image-quality scores, rewards.
+_MAX_WORDS = frozenset(
+    (
+        *("acc", "accuracy", "top1", "top5", "auc", "auroc", "auprc", "roc", "f1", "fbeta", "f2"),
+        *("precision", "recall", "iou", "miou", "dice", "jaccard", "map", "ndcg", "mrr", "hits", "hit"),
+        *("bleu", "sacrebleu", "rouge", "rouge1", "rouge2", "rougel", "rougelsum", "meteor", "chrf"),
+        *("r2", "mcc", "kappa", "spearman", "pearson", "corr", "correlation"),
+        *("psnr", "ssim", "reward", "return", "returns", "sharpe"),
+    )
+)
+# Words of metrics that improve downwards: losses, errors and divergences, perplexity, regression errors,
+# word and character error rates, and the gradient-boosting libraries' metric names.
+_MIN_WORDS = frozenset(
+    (
+        *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy"),
+        *("err", "error", "errors", "merror", "perplexity", "ppl", "wer", "cer", "ter"),
+        *("mse", "mae", "rmse", "rmsle", "mape", "smape", "l1", "l2", "huber"),
+        *("kl", "kld", "fid", "bpc", "bpd", "regret", "distance"),
+    )
+)
+_HUMP = re.compile(r"([a-z0-9])([A-Z])")
+_SPLIT = re.compile(r"[^a-z0-9]+")
+
+
+def infer_mode(monitor: str) -> Mode | None:
+    """``max`` when the name's words name a metric that improves upwards (``val/acc``, ``eval_f1``),
+    ``min`` when they name a loss or an error (``val_loss``, ``valid/perplexity``), None when they name
+    neither or both."""
+    # The words as written and split at camelCase humps: ``valLoss`` reads "loss", ``val/mAP`` still "map".
+    words = {*_SPLIT.split(monitor.lower()), *_SPLIT.split(_HUMP.sub(r"\1_\2", monitor).lower())}
+    up, down = not words.isdisjoint(_MAX_WORDS), not words.isdisjoint(_MIN_WORDS)
+    if up == down:
+        return None
+    return "max" if up else "min"
+
+
+def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
+    """``mode`` itself when it is ``min`` or ``max``; for ``auto``, the direction the name says (see
+    :func:`infer_mode`), else ``min`` with a warning naming the monitor (judged as a loss, as before
+    ``auto`` existed)."""
+    if mode != "auto":
+        return mode
+    inferred = infer_mode(monitor)
+    if inferred is not None:
+        return inferred
+    warnings.warn(
+        f"plateau: cannot tell from the name {monitor!r} whether it improves upwards or downwards; it is "
+        "judged as a loss (mode='min'): pass mode='max' if higher is better",
+        UserWarning,
+        stacklevel=4,  # the caller of sdk.init
+    )
+    return "min"

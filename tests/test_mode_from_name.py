@@ -1,0 +1,89 @@
+"""``mode="auto"``, the default: the direction a monitored metric improves in, read from its name, so a loop
+that watches ``val/acc`` and leaves ``mode`` out is judged as an accuracy, not as a loss."""
+
+from __future__ import annotations
+
+import warnings
+
+import httpx
+import pytest
+
+import sdk
+from sdk._mode import infer_mode, resolve_mode
+from tests._server import TrackerProcess
+from tracker.policy import PolicySpec
+
+NAMES = [
+    # (monitor, the direction its name says)
+    ("val/acc", "max"),
+    ("val_accuracy", "max"),
+    ("valAcc", "max"),
+    ("eval_f1", "max"),
+    ("val/top1", "max"),
+    ("val/mAP", "max"),
+    ("ndcg@10", "max"),
+    ("auc", "max"),
+    ("rougeL", "max"),
+    ("episode/reward", "max"),
+    ("val/loss", "min"),
+    ("val_loss", "min"),
+    ("valLoss", "min"),
+    ("eval_loss", "min"),
+    ("eval_perplexity", "min"),
+    ("val_error", "min"),
+    ("binary_logloss", "min"),
+    ("test/wer", "min"),
+    ("val/rmse", "min"),
+    # neither, or both: the name does not say
+    ("val", None),
+    ("score", None),
+    ("val_acc_loss", None),
+    ("accumulated", None),
+]
+
+
+@pytest.mark.parametrize(("monitor", "direction"), NAMES)
+def test_the_direction_is_read_from_the_names_words(monitor: str, direction: str | None) -> None:
+    assert infer_mode(monitor) == direction
+
+
+def test_a_mode_given_is_kept_and_a_name_that_says_nothing_is_a_loss_with_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a mode given, or a name that says it: no warning
+        assert resolve_mode("val/acc", "min") == "min"
+        assert resolve_mode("val/loss", "max") == "max"
+        assert resolve_mode("val/acc", "auto") == "max"
+    with pytest.warns(UserWarning, match=r"cannot tell from the name 'val'.*mode='max'"):
+        assert resolve_mode("val", "auto") == "min"
+
+
+def test_the_tracker_reads_a_policy_without_a_mode_as_its_monitor_names_it() -> None:
+    assert PolicySpec.model_validate({"monitor": "val_accuracy"}).mode == "max"
+    assert PolicySpec.model_validate({"monitor": "val_accuracy", "mode": "auto"}).mode == "max"
+    assert PolicySpec.model_validate({"monitor": "val_loss"}).mode == "min"
+    assert PolicySpec.model_validate({"monitor": "val"}).mode == "min"  # as before "auto" existed
+    assert PolicySpec.model_validate({"monitor": "val_accuracy", "mode": "min"}).mode == "min"
+    with pytest.raises(ValueError, match="mode"):
+        PolicySpec.model_validate({"monitor": "val_accuracy", "mode": "up"})
+
+
+def test_a_loop_that_watches_an_accuracy_without_a_mode_keeps_its_best_epoch(tracker: TrackerProcess) -> None:
+    """The README's loop with ``monitor="val/acc"`` and no ``mode``: the checkpoint lands on the highest
+    accuracy and the stop three evaluations after it. Judged as a loss (the default before ``auto``), the
+    first epoch was the best and the run stopped at the fourth."""
+    accuracy = [0.30, 0.45, 0.60, 0.70, 0.76, 0.80, 0.83, 0.82, 0.81, 0.80, 0.79, 0.78]
+    rules = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
+    checkpoints = []
+    with sdk.init(project="auto-mode", monitor="val/acc", rules=rules, url=tracker.url) as run:
+        for epoch, value in enumerate(accuracy):
+            run.log({"val/acc": value}, step=epoch)
+            if run.should_checkpoint():
+                checkpoints.append(epoch)
+            if run.should_stop():
+                break
+    assert checkpoints == [0, 1, 2, 3, 4, 5, 6]
+    assert epoch == 9
+    assert run.latest is not None
+    assert run.latest.best_step == 6
+    stored = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}").json()
+    assert stored["policy"]["mode"] == "max"
