@@ -262,13 +262,21 @@ def evaluate(
     Pure: no I/O, no clock. ``states`` must be one per rule, as returned by a previous evaluation or by
     :func:`initial_states`. ``ctx`` carries the run's planned length and its cohort for cross-run rules;
     each rule's context also carries its best so far, which the engine moves once per observation.
+
+    A planned length holds up to its own step: from the first observation past it, the rules judge the
+    run as one with no plan. A run that has passed its planned end is either going on longer than
+    planned or was given its plan in another unit than its steps (epochs against batches), and either
+    way the plan no longer says how much of the run is left; read as it stands, it would say "none",
+    and the rules that carry a run's pace to its planned end would stop a run that still climbs.
     """
     rules = policy.build()
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
     current = _own_copies(rules, states)  # this call's own copies: changed in place below
     bests = _bests(rules, current)
-    judged = _judged(policy, rules, current, bests, ctx or Context())
+    ctx = ctx or Context()
+    judged = _judged(policy, rules, current, bests, ctx)
+    plan = ctx.planned_steps
     # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
     # moves when the first rule of its test and smoothing has smoothed the value.
     raw_bests = list({id(best): best for _, _, _, alpha, _, best, _ in judged if alpha is None}.values())
@@ -277,6 +285,8 @@ def evaluate(
     stop_step: int | None = None
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
+        if plan is not None and last_step > plan:  # once per call at most: the steps come in order
+            judged, plan = _judged(policy, rules, current, bests, replace(ctx, planned_steps=None)), None
         for raw in raw_bests:
             raw.see(obs.value, last_step)
         for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in judged:

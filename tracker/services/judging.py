@@ -23,6 +23,7 @@ from tracker.policy import (
     evaluate_per_rank,
     initial_states,
 )
+from tracker.policy._plan import plan_passed_alert
 from tracker.schemas._common import json_safe
 from tracker.services import _point_store, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
@@ -92,6 +93,10 @@ def judge(
     unviewed: list[tuple[int, int]] = []
     if ready and run.stop_step is None:
         assert monitor_id is not None
+        planned = run.planned_steps  # passed in this batch: said once, as judged_step only grows
+        if planned is not None and run.judged_step <= planned < ready[-1].step:
+            past = next(r.step for r in ready if r.step > planned)
+            verdicts.append(plan_passed_alert(policy.monitor, past, planned))
         states, found, unviewed = _judge_ready(
             session, run, policy, states, monitor_id, key_ids, fresh, ready
         )

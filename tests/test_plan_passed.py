@@ -1,0 +1,64 @@
+"""A run that passes its planned end: the plan stops holding at the first step past it (the engine judges
+the run as one with no plan from there), and the tracker says so once, as an alert."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+
+import sdk
+from tests._server import TrackerProcess
+from tracker.policy import Context, Observation, evaluate, initial_states
+from tracker.policy.presets import preset
+
+POLICY = preset("default", monitor="val/acc", mode="max")
+# An accuracy that climbs for 40 epochs, on 1,000 validation samples.
+ACCURACY = [round((0.1 + 0.85 * (1 - math.exp(-epoch / 6))) * 1000) / 1000 for epoch in range(40)]
+
+
+def stops(observations: list[Observation], planned: int | None, *, batch: int) -> list[tuple[int, str]]:
+    states = initial_states(POLICY)
+    made = []
+    for start in range(0, len(observations), batch):
+        evaluation = evaluate(
+            POLICY, states, observations[start : start + batch], Context(planned_steps=planned)
+        )
+        states = evaluation.states
+        made += [(v.step, v.rule) for v in evaluation.verdicts if v.action == "stop"]
+        if evaluation.stop_step is not None:
+            break
+    return made
+
+
+def test_a_plan_given_in_epochs_to_a_run_that_logs_batches_is_not_read_as_no_time_left() -> None:
+    """Planned for 39 epochs, logged at batch 100 x epoch: read as it stood, the plan left the run no
+    doubling at step 100, and the default stopped it at epoch 13 (0.853, climbing to 0.947). Past its plan
+    the run is judged as one with none, in batches of any size."""
+    in_batches = [Observation(100 * epoch, value, 0.0) for epoch, value in enumerate(ACCURACY)]
+    unplanned = stops(in_batches, None, batch=40)
+    assert stops(in_batches, 39, batch=40) == unplanned
+    assert stops(in_batches, 39, batch=1) == unplanned
+    assert stops(in_batches, 39, batch=7) == unplanned
+    assert not unplanned or unplanned[0][0] >= 100 * 30
+    # The plan still holds up to its own step: in epochs, the run is judged against it.
+    in_epochs = [Observation(epoch, value, 0.0) for epoch, value in enumerate(ACCURACY)]
+    assert stops(in_epochs, 39, batch=40) != stops(in_epochs, None, batch=40)
+
+
+def test_the_tracker_says_once_that_a_run_passed_its_plan(tracker: TrackerProcess) -> None:
+    rules = [{"rule": "checkpoint"}]
+    alerts = {}
+    for planned, last in ((5, 9), (20, 9)):
+        with sdk.init(
+            project="plan", monitor="val/acc", rules=rules, planned_steps=planned, url=tracker.url
+        ) as run:
+            for step in range(last + 1):
+                run.log({"val/acc": 0.5 + step / 100}, step=step)
+                run.should_checkpoint()
+        decisions = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/decisions").json()["data"]
+        alerts[planned] = [d for d in decisions if d["action"] == "alert"]
+    assert [(a["rule"], a["step"]) for a in alerts[5]] == [("plan_passed", 6)]
+    assert "past the run's planned end (planned_steps 5)" in alerts[5][0]["reason"]
+    assert alerts[5][0]["evidence"] == {"monitor": "val/acc", "step": 6, "planned_steps": 5}
+    assert alerts[20] == []
