@@ -4,8 +4,10 @@ the run as one with no plan from there), and the tracker says so once, as an ale
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import httpx
+import pytest
 
 import sdk
 from tests._server import TrackerProcess
@@ -46,9 +48,11 @@ def test_a_plan_given_in_epochs_to_a_run_that_logs_batches_is_not_read_as_no_tim
     assert stops(in_epochs, 39, batch=40) != stops(in_epochs, None, batch=40)
 
 
-def test_the_tracker_says_once_that_a_run_passed_its_plan(tracker: TrackerProcess) -> None:
+def test_the_tracker_says_once_that_a_run_passed_its_plan(
+    tracker: TrackerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rules = [{"rule": "checkpoint"}]
-    alerts = {}
+    alerts, runs = {}, {}
     for planned, last in ((5, 9), (20, 9)):
         with sdk.init(
             project="plan", monitor="val/acc", rules=rules, planned_steps=planned, url=tracker.url
@@ -56,9 +60,21 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(tracker: TrackerProces
             for step in range(last + 1):
                 run.log({"val/acc": 0.5 + step / 100}, step=step)
                 run.should_checkpoint()
+        runs[planned] = run.id
         decisions = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/decisions").json()["data"]
         alerts[planned] = [d for d in decisions if d["action"] == "alert"]
     assert [(a["rule"], a["step"]) for a in alerts[5]] == [("plan_passed", 6)]
     assert "past the run's planned end (planned_steps 5)" in alerts[5][0]["reason"]
     assert alerts[5][0]["evidence"] == {"monitor": "val/acc", "step": 6, "planned_steps": 5}
     assert alerts[20] == []
+
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("PLATEAU_URL", tracker.url)
+    page = Path(__file__).resolve().parents[1] / "dashboard" / "views" / "run.py"
+    app = AppTest.from_file(str(page), default_timeout=60)
+    app.query_params["run"] = str(runs[5])
+    app.run()
+    assert not app.exception
+    assert any("The plan no longer holds: val/acc was logged at step 6" in w.value for w in app.warning)

@@ -56,6 +56,8 @@ if stop is not None:
     st.error(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}")
 for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] == "missing_monitor"):
     st.warning(f"Nothing is judged: {alert['reason']}")
+for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] == "plan_passed"):
+    st.warning(f"The plan no longer holds: {alert['reason']}")
 
 chosen = st.multiselect("Metrics", keys, default=[k for k in keys if k == monitor] or keys[:1])
 c1, c2 = st.columns(2)
