@@ -320,3 +320,21 @@ def test_default_sweep_halves_from_the_first_evaluation_before_the_median_has_it
     assert by_run["good-0"].stopped_by != "asha"
     # Within the top quarter at step 1 (best of 4 there): not pruned at rung 1.
     assert by_run["good-2"].stopped_by != "asha" or by_run["good-2"].stop_index > 0
+
+
+def test_replay_reads_the_direction_from_the_metrics_name_when_nothing_else_gives_it(tmp_path: Path) -> None:
+    """A curve file without ``mode`` and no ``--mode``: ``--metric val_loss`` is minimised (patience-2 keeps
+    the lowest loss), ``--metric val`` says nothing and is maximised as before."""
+    loss = [1.0, 0.5, 0.4, 0.45, 0.5, 0.6, 0.7]
+    record = {"source": "s", "run_id": "0", "x": list(range(1, 8)), "val_loss": loss, "val": loss}
+    path = tmp_path / "curves.jsonl"
+    path.write_text(json.dumps(record))
+    by_name = {}
+    for metric in ("val_loss", "val"):
+        out = plateau_replay("patience-2", "--curves", str(path), "--metric", metric, "--json")
+        assert out.returncode == 0, out.stderr
+        by_name[metric] = json.loads(out.stdout)
+    assert by_name["val_loss"]["policy"]["mode"] == "min"
+    assert by_name["val_loss"]["stop_index"] == {"s/0": 4}  # two evaluations after the lowest, 0.4
+    assert by_name["val"]["policy"]["mode"] == "max"
+    assert by_name["val"]["stop_index"] == {"s/0": 2}  # read as an accuracy: best at the first value

@@ -173,7 +173,7 @@ def _add_replay(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--mode",
         choices=["min", "max"],
         help="the direction the metric improves in: min for a loss, max for an accuracy (default: the curve "
-        'file\'s own "mode", else max)',
+        "file's own \"mode\", else what --metric's name says, val_loss min, val_acc max, else max)",
     )
     replay.add_argument("--sweep", action="store_true", help="replay each source as a sweep in arrival order")
     replay.add_argument("--source", action="append", help="only these sources")

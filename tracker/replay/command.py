@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from sdk._mode import infer_mode
 from tracker.policy import PolicySpec
 from tracker.policy._types import Mode
 from tracker.policy.presets import PRESETS, preset
@@ -46,9 +47,10 @@ def replay_sources(
     sweep: bool,
     include_incomplete: bool,
     mode: Mode | None = None,
+    fallback: Mode = "max",
 ) -> tuple[list[Any], dict[str, int]]:
     """Replay each source with the policy for its mode: ``mode`` when given, else the mode its curves
-    declare (``"mode"`` in the curve file), else ``max``."""
+    declare (``"mode"`` in the curve file), else ``fallback``."""
     by_source: dict[str, list[Curve]] = defaultdict(list)
     for curve in curves:
         if curve.complete or include_incomplete:
@@ -56,7 +58,7 @@ def replay_sources(
     reports = []
     stops: dict[str, int] = {}
     for source, group in by_source.items():
-        policy = policy_for(mode or group[0].mode or "max")
+        policy = policy_for(mode or group[0].mode or fallback)
         results = replay_sweep(policy, group) if sweep else [replay_curve(policy, c) for c in group]
         reports.append(summarise(source, results, sweep=sweep))
         stops.update({f"{source}/{r.curve.run_id}": r.stop_index for r in results})
@@ -89,8 +91,11 @@ def run_replay(args: Any) -> int:
             policies[mode] = load_policy(args.policy, monitor=args.metric, mode=mode)
         return policies[mode]
 
+    # With neither --mode nor a mode in the curve file: the direction the metric's name says (val_loss is
+    # minimised, val_acc maximised), else max (OPDA's "val" is an accuracy).
+    fallback: Mode = infer_mode(args.metric) or "max"
     try:
-        policy = policy_for(args.mode or "max")
+        policy = policy_for(args.mode or fallback)
     except (ValueError, ValidationError, OSError, yaml.YAMLError) as exc:
         print(f"plateau replay: bad policy {args.policy!r}: {exc}", file=sys.stderr)
         return 1
@@ -108,7 +113,12 @@ def run_replay(args: Any) -> int:
         )
         return 1
     reports, stops = replay_sources(
-        policy_for, curves, sweep=args.sweep, include_incomplete=args.include_incomplete, mode=args.mode
+        policy_for,
+        curves,
+        sweep=args.sweep,
+        include_incomplete=args.include_incomplete,
+        mode=args.mode,
+        fallback=fallback,
     )
     elapsed = time.perf_counter() - started
     if args.json:
