@@ -22,7 +22,7 @@ logger = logging.getLogger("plateau")
 
 # Alerts the training process is told about as a warning (once each): the policy cannot work as asked
 # (no monitored metric), or saw monitored steps out of order (judged late, by fewer rules).
-_WARNED_ALERTS = frozenset({"missing_monitor", "late"})
+_WARNED_ALERTS = frozenset({"missing_monitor", "late", "plan_passed"})
 
 
 class Verdicts:

@@ -3,6 +3,7 @@ the run as one with no plan from there), and the tracker says so once, as an ale
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -49,8 +50,11 @@ def test_a_plan_given_in_epochs_to_a_run_that_logs_batches_is_not_read_as_no_tim
 
 
 def test_the_tracker_says_once_that_a_run_passed_its_plan(
-    tracker: TrackerProcess, monkeypatch: pytest.MonkeyPatch
+    tracker: TrackerProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """An alert at the first step past the plan, once; a warning in the training process, once; a warning
+    on the dashboard's run page. A run within its plan hears nothing."""
+    caplog.set_level(logging.WARNING, logger="plateau")
     rules = [{"rule": "checkpoint"}]
     alerts, runs = {}, {}
     for planned, last in ((5, 9), (20, 9)):
@@ -67,6 +71,8 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
     assert "past the run's planned end (planned_steps 5)" in alerts[5][0]["reason"]
     assert alerts[5][0]["evidence"] == {"monitor": "val/acc", "step": 6, "planned_steps": 5}
     assert alerts[20] == []
+    said = [r.getMessage() for r in caplog.records if "planned end" in r.getMessage()]
+    assert said == [f"plateau: {alerts[5][0]['reason']}"]
 
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
