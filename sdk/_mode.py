@@ -5,7 +5,8 @@ first value would be its best, every later one "worse", and the run stopped as c
 Keras's ``EarlyStopping(mode="auto")`` reads ``acc`` in the name as "higher is better"; Lightning's
 defaults to ``min`` whatever the name. Plateau reads the name's words (split at any non-alphanumeric and at
 camelCase humps: ``val/acc``, ``val_accuracy``, ``eval_f1``, ``valLoss``, ``ndcg@10``) against two short
-lists, and says nothing (``None``) when the name names neither, or both.
+lists, and says nothing (``None``) when the name names neither. A loss or error word wins over a score word:
+``dice_loss``, ``iou_loss`` and ``top1_error`` are minimised.
 """
 
 from __future__ import annotations
@@ -41,15 +42,14 @@ _SPLIT = re.compile(r"[^a-z0-9]+")
 
 
 def infer_mode(monitor: str) -> Mode | None:
-    """``max`` when the name's words name a metric that improves upwards (``val/acc``, ``eval_f1``),
-    ``min`` when they name a loss or an error (``val_loss``, ``valid/perplexity``), None when they name
-    neither or both."""
+    """``min`` when the name's words name a loss or an error (``val_loss``, ``valid/perplexity``, and
+    ``dice_loss``: the loss of a score), else ``max`` when they name a metric that improves upwards
+    (``val/acc``, ``eval_f1``), else None."""
     # The words as written and split at camelCase humps: ``valLoss`` reads "loss", ``val/mAP`` still "map".
     words = {*_SPLIT.split(monitor.lower()), *_SPLIT.split(_HUMP.sub(r"\1_\2", monitor).lower())}
-    up, down = not words.isdisjoint(_MAX_WORDS), not words.isdisjoint(_MIN_WORDS)
-    if up == down:
-        return None
-    return "max" if up else "min"
+    if not words.isdisjoint(_MIN_WORDS):
+        return "min"
+    return "max" if not words.isdisjoint(_MAX_WORDS) else None
 
 
 def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:

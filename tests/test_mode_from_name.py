@@ -34,10 +34,12 @@ NAMES = [
     ("binary_logloss", "min"),
     ("test/wer", "min"),
     ("val/rmse", "min"),
-    # neither, or both: the name does not say
+    # a loss or error word wins over a score word: the loss of a score is minimised
+    ("dice_loss", "min"),
+    ("val/top1_error", "min"),
+    # neither: the name does not say
     ("val", None),
     ("score", None),
-    ("val_acc_loss", None),
     ("accumulated", None),
 ]
 
