@@ -8,6 +8,9 @@ import streamlit as st
 from dashboard import _api
 from dashboard._views import best_of, curve_chart, smooth, stop_decision
 
+# The alerts that say the run is not judged as its trainer meant, with the words the page leads them with.
+WARNED_ALERTS = {"missing_monitor": "Nothing is judged", "plan_passed": "The plan no longer holds"}
+
 st.title("Run")
 # The choice is the run asked for (?run=ID, as the Runs page links) and the newest runs: never every run,
 # which at 10,000 runs took seconds to read and made a list nobody scrolls.
@@ -54,10 +57,8 @@ cols[2].metric("Best step", "-" if best_step is None else best_step)
 cols[3].metric("Best value", "-" if best_value is None else f"{best_value:.6g}")
 if stop is not None:
     st.error(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}")
-for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] == "missing_monitor"):
-    st.warning(f"Nothing is judged: {alert['reason']}")
-for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] == "plan_passed"):
-    st.warning(f"The plan no longer holds: {alert['reason']}")
+for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] in WARNED_ALERTS):
+    st.warning(f"{WARNED_ALERTS[alert['rule']]}: {alert['reason']}")
 
 chosen = st.multiselect("Metrics", keys, default=[k for k in keys if k == monitor] or keys[:1])
 c1, c2 = st.columns(2)
