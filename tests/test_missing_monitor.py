@@ -97,11 +97,9 @@ def test_a_missing_monitor_is_told_everywhere(
         receiver.close()
 
     pytest.importorskip("streamlit")
-    from streamlit.testing.v1 import AppTest
+    from tests.test_dashboard import page
 
-    monkeypatch.setenv("PLATEAU_URL", fast_tracker.url)
-    page = Path(__file__).resolve().parents[1] / "dashboard" / "views" / "run.py"
-    app = AppTest.from_file(str(page), default_timeout=60)
+    app = page("run", fast_tracker, monkeypatch)
     app.query_params["run"] = str(run.id)
     app.run()
     assert not app.exception

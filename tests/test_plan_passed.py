@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 
 import httpx
 import pytest
@@ -75,11 +74,9 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
     assert said == [f"plateau: {alerts[5][0]['reason']}"]
 
     pytest.importorskip("streamlit")
-    from streamlit.testing.v1 import AppTest
+    from tests.test_dashboard import page
 
-    monkeypatch.setenv("PLATEAU_URL", tracker.url)
-    page = Path(__file__).resolve().parents[1] / "dashboard" / "views" / "run.py"
-    app = AppTest.from_file(str(page), default_timeout=60)
+    app = page("run", tracker, monkeypatch)
     app.query_params["run"] = str(runs[5])
     app.run()
     assert not app.exception
