@@ -27,6 +27,14 @@ _MAX_WORDS = frozenset(
         *("psnr", "ssim", "reward", "return", "returns", "sharpe"),
     )
 )
+# The words of those that are shares, at most 1 (or 100 in percent): what ``perfect`` may read in percent.
+# Not rewards, returns, PSNR or correlations: a return passes through 100 on its way to more.
+_SHARE_WORDS = frozenset(
+    (
+        *("acc", "accuracy", "top1", "top5", "auc", "auroc", "auprc", "roc", "f1", "fbeta", "f2"),
+        *("precision", "recall", "iou", "miou", "dice", "jaccard", "map", "ndcg", "mrr", "hits", "hit"),
+    )
+)
 # Words of metrics that improve downwards: losses, errors and divergences, perplexity, regression errors,
 # word and character error rates, and the gradient-boosting libraries' metric names.
 _MIN_WORDS = frozenset(
@@ -41,15 +49,26 @@ _HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
 
+def _words(monitor: str) -> set[str]:
+    # The words as written and split at camelCase humps: ``valLoss`` reads "loss", ``val/mAP`` still "map".
+    return {*_SPLIT.split(monitor.lower()), *_SPLIT.split(_HUMP.sub(r"\1_\2", monitor).lower())}
+
+
 def infer_mode(monitor: str) -> Mode | None:
     """``min`` when the name's words name a loss or an error (``val_loss``, ``valid/perplexity``, and
     ``dice_loss``: the loss of a score), else ``max`` when they name a metric that improves upwards
     (``val/acc``, ``eval_f1``), else None."""
-    # The words as written and split at camelCase humps: ``valLoss`` reads "loss", ``val/mAP`` still "map".
-    words = {*_SPLIT.split(monitor.lower()), *_SPLIT.split(_HUMP.sub(r"\1_\2", monitor).lower())}
+    words = _words(monitor)
     if not words.isdisjoint(_MIN_WORDS):
         return "min"
     return "max" if not words.isdisjoint(_MAX_WORDS) else None
+
+
+def names_a_share(monitor: str) -> bool:
+    """Whether the name says the metric is a share of 1 (an accuracy, F1, AUC, IoU, mAP, a ranking score)
+    and names no loss or error: ``val/acc``, ``eval_top1``; not ``top1_error``, ``val/reward``, ``psnr``."""
+    words = _words(monitor)
+    return words.isdisjoint(_MIN_WORDS) and not words.isdisjoint(_SHARE_WORDS)
 
 
 def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:

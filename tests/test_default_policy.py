@@ -1001,6 +1001,63 @@ def test_perfect_table(id_, hold, mode, values, step) -> None:
     json.dumps(stop.evidence)
 
 
+PERCENT_TABLE = [
+    # (id, monitor, values, stop step or None): a share in percent is read as one where the name says share
+    ("percent-reaches-100", "val/acc", [50.5, 80.25, 99.5, 100.0, 100.0], 3),
+    ("top1-in-percent", "eval_top1", [12.34, 56.78, 100.0], 2),
+    ("whole-percents-only", "val/acc", [50.0, 80.0, 100.0, 100.0], None),  # 100 samples, or a count
+    ("not-named-a-share", "val/reward", [50.5, 80.25, 100.0, 100.0], None),  # a return passes through 100
+    ("a-loss-word-wins", "val/acc_loss", [50.5, 80.25, 100.0, 100.0], None),
+    ("above-100-before", "val/acc", [50.5, 120.5, 100.0, 100.0], None),
+    ("one-percent-is-not-1", "val/acc", [0.5, 3.25, 1.0, 1.0], None),  # a share in percent at 1%
+    ("share-as-before", "val/acc", [0.5, 0.9, 1.0, 1.0], 2),
+]
+
+
+@pytest.mark.parametrize(("id_", "monitor", "values", "step"), PERCENT_TABLE)
+def test_perfect_reads_a_share_in_percent_where_the_name_says_share(id_, monitor, values, step) -> None:
+    policy = PolicySpec.model_validate(
+        {"monitor": monitor, "mode": "max", "rules": [{"rule": "perfect"}, {"rule": "checkpoint"}]}
+    )
+    observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
+    stop = stop_of(evaluate(policy, initial_states(policy), observations))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert (stop.step, stop.rule, stop.best_value) == (step, "perfect", values[step])
+    assert stop.evidence["highest"] == values[step]
+    if values[step] == 100.0:
+        assert "all lie in [0, 100], a share in percent, can take" in stop.reason
+
+
+@pytest.mark.parametrize("top", [0.97, 0.9, 0.6])
+def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_share(top) -> None:
+    """The default's thresholds are relative to the run's own range, so an accuracy logged in percent
+    (``100 * correct / total``) is stopped where the same accuracy as a share is; the perfect score and the
+    blind run's headroom read 100 for it. Before percent was read (2026-11-26) the blind run at 0.97 was held
+    to 80% of its plan in percent (step 80) and stopped at step 34 as a share."""
+    plan = Context(planned_steps=100)
+    stops = []
+    for scale in (1.0, 100.0):
+        policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": DEFAULT_RULES})
+        values = [scale * v for v in saturating(100, top=top)]
+        observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
+        stops.append(stop_of(evaluate(policy, initial_states(policy), observations, plan)))
+    share, percent = stops
+    assert (percent.rule, percent.step, percent.best_step) == (share.rule, share.step, share.best_step)
+    if share.evidence["headroom"] is not None:
+        assert percent.evidence["headroom"] == pytest.approx(100 * share.evidence["headroom"])
+        assert "of the metric's perfect score (100)" in percent.reason
+        assert "of the metric's perfect score (1)" in share.reason
+    # The wine run that all 36 samples get right: perfect at once, as a share and in percent.
+    accuracy = [k / 36 for k in [20, 27, 31, 34, 36, 35] + [36] * 74]
+    policy = PolicySpec.model_validate({"monitor": "val_accuracy", "mode": "max", "rules": DEFAULT_RULES})
+    for scale in (1.0, 100.0):
+        observations = [Observation(i, scale * v, float(i), {}) for i, v in enumerate(accuracy)]
+        stop = stop_of(evaluate(policy, initial_states(policy), observations, Context(planned_steps=80)))
+        assert (stop.rule, stop.step, stop.best_value) == ("perfect", 4, scale)
+
+
 def test_the_default_stops_a_run_at_a_perfect_score_whatever_its_loss_does() -> None:
     """Wine's 36 validation samples all right from the fifth of 80 epochs: the accuracy cannot rise, and a
     validation loss still falling towards 0 (more confident, no more right) holds nothing back."""

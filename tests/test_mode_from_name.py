@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import sdk
-from sdk._mode import infer_mode, resolve_mode
+from sdk._mode import infer_mode, names_a_share, resolve_mode
 from tests._server import TrackerProcess
 from tracker.policy import PolicySpec
 
@@ -47,6 +47,19 @@ NAMES = [
 @pytest.mark.parametrize(("monitor", "direction"), NAMES)
 def test_the_direction_is_read_from_the_names_words(monitor: str, direction: str | None) -> None:
     assert infer_mode(monitor) == direction
+
+
+@pytest.mark.parametrize(
+    ("monitor", "share"),
+    [
+        *(("val/acc", True), ("eval_top1", True), ("val/mAP", True), ("valAccuracy", True), ("f1", True)),
+        *(("top1_error", False), ("val/acc_loss", False), ("episode/reward", False), ("val/psnr", False)),
+        *(("rougeL", False), ("val", False), ("val_loss", False)),
+    ],
+)
+def test_a_share_is_told_by_its_name_for_reading_percent(monitor: str, share: bool) -> None:
+    """Only a share's name lets ``perfect`` read 100 as a perfect score: a return passes through 100."""
+    assert names_a_share(monitor) is share
 
 
 def test_a_mode_given_is_kept_and_a_name_that_says_nothing_is_a_loss_with_a_warning() -> None:

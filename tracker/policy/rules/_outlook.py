@@ -22,7 +22,7 @@ from tracker.policy.rules._loss_watch import (
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._perfect import perfect_score
+from tracker.policy.rules._perfect import in_percent, names_a_share, perfect_score
 from tracker.policy.rules._window import lr_seen
 
 _NOISE_WINDOW = 8
@@ -166,6 +166,7 @@ class Outlook(Rule[OutlookParams]):
         self._loss_names = Names.of(params.loss_key)
         self._train_names = Names.of(params.train_key)
         self._companions = frozenset((*self._loss_names.order, *self._train_names.order))
+        self._share = names_a_share(monitor, mode)
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order, *self._train_names.order)
@@ -407,8 +408,8 @@ class Outlook(Rule[OutlookParams]):
         )
         if e["blind_min_progress"] is not None:
             reason += _blind_said(e["blind_min_progress"])
-        if e["headroom"] is not None:
-            reason += self._headroom_said(e["headroom"], e["progress"])
+        if e["headroom"] is not None and seen.value is not None:
+            reason += self._headroom_said(e["headroom"], e["progress"], seen.value)
         if "loss_key" in e:
             reason += loss_said(e, e["relative_delta"])
         if "train_key" in e:
@@ -439,18 +440,24 @@ class Outlook(Rule[OutlookParams]):
             return None
         kept = (first, best, *state["recent"])
         low, high = (min(kept), best) if self.mode == "max" else (best, max(kept))
-        perfect = perfect_score(self.mode, low, high, between=any(0.0 < v < 1.0 for v in kept))
+        perfect = perfect_score(
+            self.mode,
+            low,
+            high,
+            between=any(0.0 < v < 1.0 for v in kept),
+            percent=self._share and any(in_percent(v) for v in kept),
+        )
         if perfect is None:
             return None
         room = abs(best - perfect)
         return room if room <= share * abs(best - first) else None
 
-    def _headroom_said(self, room: float, progress: float) -> str:
-        perfect = 1 if self.mode == "max" else 0
+    def _headroom_said(self, room: float, progress: float, best: float) -> str:
+        perfect = best + room if self.mode == "max" else best - room
         return (
             f"neither a learning rate nor a validation loss is logged, but the best is within {room:.3g} of "
-            f"the metric's perfect score ({perfect}), at most {self.params.blind_headroom:g} of its progress "
-            f"({progress:.3g}), so it is judged from {self.params.min_progress:g} of its plan; "
+            f"the metric's perfect score ({fmt(perfect)}), at most {self.params.blind_headroom:g} of its "
+            f"progress ({progress:.3g}), so it is judged from {self.params.min_progress:g} of its plan; "
         )
 
     @staticmethod
@@ -572,7 +579,9 @@ class Outlook(Rule[OutlookParams]):
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += _blind_said(blind) if blind is not None else ""
-        reason += self._headroom_said(headroom, progress) if headroom is not None else ""
+        reason += (
+            self._headroom_said(headroom, progress, best) if headroom is not None and best is not None else ""
+        )
         reason += f"keep step {best_step}"
         return self.stop(
             obs,

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from sdk._mode import names_a_share as share_by_name
 from tracker.policy._base import Rule, RuleParams, State
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
@@ -17,7 +18,12 @@ class PerfectParams(RuleParams):
     The perfect score is read from the values, never assumed from a name: in mode ``max``, 1 for a metric
     whose every value so far lies in [0, 1] and at least one strictly between (a share: accuracy, F1, AUC;
     a count that steps 0, 1, 2 takes no value between, and is never judged); in mode ``min``, 0 for a
-    metric whose every value so far is at least 0 (an error rate, a loss). No later value can beat it, so
+    metric whose every value so far is at least 0 (an error rate, a loss). A share in percent (timm's and
+    torchvision's ``top1``, ``100 * correct / total``) is read as one too, 100 in mode max, where the
+    monitor's name says it is a share (``acc``, ``f1``, ``top1``, ``mAP``, and no loss or error word; not a
+    reward, a return or PSNR) and its values all lie in [0, 100] with at least one strictly between
+    1 and 100 that is not a whole number; a name alone does not say percent, and a return, a reward or a
+    count can pass through 100 on the way to more. No later value can beat it, so
     the step that first reached it is the one to keep. Small validation sets reach it often: wine's 36
     samples all right at the fifth epoch of an 80-epoch plan, its loss still falling towards 0.
     """
@@ -33,10 +39,15 @@ class Perfect(Rule[PerfectParams]):
     name = "perfect"
     guard = True
 
+    def __init__(self, params: PerfectParams, *, monitor: str, mode: Mode) -> None:
+        super().__init__(params, monitor=monitor, mode=mode)
+        self._share = names_a_share(monitor, mode)
+
     def initial_state(self) -> State:
-        # The range of the finite values so far, whether one lay strictly between 0 and 1, and how many
+        # The range of the finite values so far, whether one lay strictly between 0 and 1 (a share) or was a
+        # fraction strictly between 1 and 100 (a share in percent, if the name says share), and how many
         # evaluations in a row have been perfect.
-        return {"low": None, "high": None, "between": False, "run": 0}
+        return {"low": None, "high": None, "between": False, "percent": False, "run": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         value = obs.value
@@ -50,16 +61,22 @@ class Perfect(Rule[PerfectParams]):
             state["high"] = value
         if not state["between"] and 0.0 < value < 1.0:
             state["between"] = True
-        if value != (1.0 if self.mode == "max" else 0.0):
+        if self._share and not state.get("percent") and in_percent(value):
+            state["percent"] = True
+        if value != (1.0 if self.mode == "max" else 0.0) and (value != 100.0 or not self._share):
             if state["run"]:
                 state["run"] = 0
             return state, None
         perfect = self._perfect_score(state)
-        state["run"] = state["run"] + 1 if perfect is not None else 0
+        state["run"] = state["run"] + 1 if perfect == value else 0
         if state["run"] < self.params.hold:
             return state, None
         assert perfect is not None  # run > 0: this value is the perfect score
-        bounds = "[0, 1]" if self.mode == "max" else "at least 0"
+        bounds = (
+            ("[0, 1]" if perfect == 1.0 else "[0, 100], a share in percent,")
+            if self.mode == "max"
+            else ("at least 0")
+        )
         verdict = self.stop(
             obs,
             reason=(
@@ -80,13 +97,39 @@ class Perfect(Rule[PerfectParams]):
         return state, verdict
 
     def _perfect_score(self, state: State) -> float | None:
-        return perfect_score(self.mode, state["low"], state["high"], between=state["between"])
+        return perfect_score(
+            self.mode,
+            state["low"],
+            state["high"],
+            between=state["between"],
+            percent=state.get("percent", False),
+        )
 
 
-def perfect_score(mode: Mode, low: float, high: float, *, between: bool) -> float | None:
-    """The best score a metric can take, read from its values so far (their lowest and highest, and whether
-    one lay strictly between 0 and 1): 1 in mode max for a share, 0 in mode min for a non-negative metric;
-    None when the values say no such bound holds."""
+def names_a_share(monitor: str, mode: Mode) -> bool:
+    """Whether ``monitor``, maximised, is named as a share (an accuracy, F1, AUC, IoU, mAP or ranking score
+    word and no loss or error word; :func:`sdk._mode.names_a_share`): the one case where its values may be
+    read as a percentage."""
+    return mode == "max" and share_by_name(monitor)
+
+
+def in_percent(value: float) -> bool:
+    """A value that only a share in percent takes of the shares: strictly between 1 and 100 and not a whole
+    number (a count takes whole numbers; a share of 100 samples in percent does too, and is not read)."""
+    return 1.0 < value < 100.0 and not value.is_integer()
+
+
+def perfect_score(
+    mode: Mode, low: float, high: float, *, between: bool, percent: bool = False
+) -> float | None:
+    """The best score a metric can take, read from its values so far (their lowest and highest, whether one
+    lay strictly between 0 and 1, and, for a monitor named as a share, whether one was :func:`in_percent`):
+    1 in mode max for a share, 100 for a share in percent, 0 in mode min for a non-negative metric; None
+    when the values say no such bound holds."""
     if mode == "max":
-        return 1.0 if between and low >= 0.0 and high <= 1.0 else None
+        if low < 0.0:
+            return None
+        if between and high <= 1.0:
+            return 1.0
+        return 100.0 if percent and high <= 100.0 else None
     return 0.0 if low >= 0.0 else None
