@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
 import statistics
 import struct
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy._percent import share_resolution
 from tracker.policy._resolution import resolution, step_between
 from tracker.policy._stats import step_noise
 from tracker.policy.presets import DEFAULT_RULES
@@ -1056,6 +1058,49 @@ def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_sha
         observations = [Observation(i, scale * v, float(i), {}) for i, v in enumerate(accuracy)]
         stop = stop_of(evaluate(policy, initial_states(policy), observations, Context(planned_steps=80)))
         assert (stop.rule, stop.step, stop.best_value) == ("perfect", 4, scale)
+
+
+def _coarse_run(seed: int, n: int = 80, samples: int = 30) -> tuple[list[float], list[float]]:
+    """An accuracy over ``samples`` validation samples that saturates at a drawn pace and may turn down past
+    a drawn peak, with a validation loss that follows it."""
+    rng = random.Random(seed)
+    top, rate, peak = rng.uniform(0.6, 0.97), rng.uniform(0.03, 0.2), rng.randint(20, 70)
+    accuracy, loss = [], []
+    for i in range(n):
+        turn = i - peak if i > peak else 0
+        true = top * (1 - math.exp(-rate * (i + 1))) - 0.004 * turn
+        accuracy.append(min(samples, max(0, round((true + rng.gauss(0, 0.03)) * samples))) / samples)
+        loss.append(1.1 * math.exp(-rate * i) + 0.3 + 0.003 * turn + rng.gauss(0, 0.01))
+    return accuracy, loss
+
+
+@pytest.mark.parametrize("with_loss", [False, True])
+def test_coarse_accuracies_in_percent_stop_where_the_same_shares_do(with_loss) -> None:
+    """100 drawn runs on 30 validation samples, as shares and in percent, with and without a validation loss:
+    every stop the same (rule and step). Before percent was read (2026-11-26) 100 of the 200 differed; with
+    the perfect score alone 8 did, all with a loss: the retreat's 10 steps of the metric, read as they stand,
+    were thirds of a percent (10/3 reads as a multiple of 1/3), ten times finer than a share's thirtieths."""
+    policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": DEFAULT_RULES})
+    for seed in range(100):
+        accuracy, loss = _coarse_run(seed)
+        stops = []
+        for scale in (1.0, 100.0):
+            observations = [
+                Observation(i, scale * a, float(i), {"val_loss": v} if with_loss else {})
+                for i, (a, v) in enumerate(zip(accuracy, loss, strict=True))
+            ]
+            stop = stop_of(evaluate(policy, initial_states(policy), observations, Context(planned_steps=80)))
+            stops.append(None if stop is None else (stop.rule, stop.step, stop.best_step))
+        assert stops[0] == stops[1], (seed, stops)
+
+
+def test_a_share_in_percent_moves_in_100_times_a_shares_step() -> None:
+    shares = [k / 30 for k in (7, 12, 19, 23, 25)]
+    percents = [100 * v for v in shares]
+    assert share_resolution(shares, True) == pytest.approx(1 / 30)
+    assert share_resolution(percents, True) == pytest.approx(100 / 30)
+    assert share_resolution(percents, False) == pytest.approx(1 / 3)  # not named a share: read as it stands
+    assert share_resolution([50.0, 70.0, 93.0], True) == 1.0  # whole percents: not read as percent
 
 
 def test_the_default_stops_a_run_at_a_perfect_score_whatever_its_loss_does() -> None:

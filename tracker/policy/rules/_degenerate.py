@@ -9,7 +9,7 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
-from tracker.policy._resolution import resolution
+from tracker.policy._percent import names_a_share, share_resolution
 from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
 from tracker.policy.rules._loss_watch import loss_outlook, loss_said, loss_still_falls, observe_loss
 from tracker.policy.rules._window import lr_held_at_peak, lr_seen, warm_up_over
@@ -122,6 +122,7 @@ class Degenerate(Rule[DegenerateParams]):
         # The values kept: the window, or one more than the fine window (the value that leaves it lowers
         # the floor).
         self._keep = max(params.window, params.fine_window + 1 if params.fine_window else 0)
+        self._share = names_a_share(monitor, mode)  # a share in percent is read on a share's scale
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order)
@@ -268,7 +269,7 @@ class Degenerate(Rule[DegenerateParams]):
     def _fine(self, values: list[float], best: float, worst: float) -> float | None:
         """The metric's step when the run's range so far spans at least ``fine_levels`` of it (0 for a
         continuous metric), else None: a coarse metric."""
-        step = resolution([*values, best, worst])
+        step = share_resolution([*values, best, worst], self._share)
         return step if abs(best - worst) >= self.params.fine_levels * step else None
 
     def _kind(self, ys: list[float], run: _SoFar) -> str | None:

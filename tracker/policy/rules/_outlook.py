@@ -9,7 +9,8 @@ from pydantic import Field
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
-from tracker.policy._resolution import resolution, step_between
+from tracker.policy._percent import in_percent, names_a_share, share_resolution
+from tracker.policy._resolution import step_between
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
@@ -22,7 +23,7 @@ from tracker.policy.rules._loss_watch import (
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._perfect import in_percent, names_a_share, perfect_score
+from tracker.policy.rules._perfect import perfect_score
 from tracker.policy.rules._window import lr_seen
 
 _NOISE_WINDOW = 8
@@ -282,7 +283,9 @@ class Outlook(Rule[OutlookParams]):
             if due is None or p.early_retreat_t is None:
                 return None
             rise = self._rise(state, best, progress, planned)
-            if rise[0] > -p.early_retreat_t or due[0] < STEADY_STEPS * resolution([*state["recent"], best]):
+            if rise[0] > -p.early_retreat_t or due[0] < STEADY_STEPS * share_resolution(
+                [*state["recent"], best], self._share
+            ):
                 return None
         rise_t = None
         if p.rising_t is not None:

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from sdk._mode import names_a_share as share_by_name
 from tracker.policy._base import Rule, RuleParams, State
+from tracker.policy._percent import in_percent, names_a_share
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
 
@@ -104,19 +104,6 @@ class Perfect(Rule[PerfectParams]):
             between=state["between"],
             percent=state.get("percent", False),
         )
-
-
-def names_a_share(monitor: str, mode: Mode) -> bool:
-    """Whether ``monitor``, maximised, is named as a share (an accuracy, F1, AUC, IoU, mAP or ranking score
-    word and no loss or error word; :func:`sdk._mode.names_a_share`): the one case where its values may be
-    read as a percentage."""
-    return mode == "max" and share_by_name(monitor)
-
-
-def in_percent(value: float) -> bool:
-    """A value that only a share in percent takes of the shares: strictly between 1 and 100 and not a whole
-    number (a count takes whole numbers; a share of 100 samples in percent does too, and is not read)."""
-    return 1.0 < value < 100.0 and not value.is_integer()
 
 
 def perfect_score(
