@@ -1077,8 +1077,8 @@ def _coarse_run(seed: int, n: int = 80, samples: int = 30) -> tuple[list[float],
 @pytest.mark.parametrize("with_loss", [False, True])
 def test_coarse_accuracies_in_percent_stop_where_the_same_shares_do(with_loss) -> None:
     """100 drawn runs on 30 validation samples, as shares and in percent, with and without a validation loss:
-    every stop the same (rule and step). Before percent was read (2026-11-26) 100 of the 200 differed; with
-    the perfect score alone 8 did, all with a loss: the retreat's 10 steps of the metric, read as they stand,
+    every stop the same (rule and step). Before percent was read (2026-11-26) 27 of the 200 differed; with
+    the perfect score alone 3 did, all with a loss: the retreat's 10 steps of the metric, read as they stand,
     were thirds of a percent (10/3 reads as a multiple of 1/3), ten times finer than a share's thirtieths."""
     policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": DEFAULT_RULES})
     for seed in range(100):
