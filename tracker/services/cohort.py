@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sqlalchemy import ColumnElement, CompoundSelect, Select, and_, func, literal_column, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    select,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
 from sdk._quantile import interpolate, quantile_ranks
@@ -37,15 +47,9 @@ class ExperimentCohort:
         self._finished: int | None = None
         self._viewed = False
 
-    def _others(self, *, finished_only: bool) -> list[ColumnElement[bool]]:
+    def _others(self) -> list[ColumnElement[bool]]:
         r = models.Run
-        conditions: list[ColumnElement[bool]] = [
-            r.experiment_id == self._run.experiment_id,
-            r.id != self._run.id,
-        ]
-        if finished_only:
-            conditions += cohort_view.finished_condition()
-        return conditions
+        return [r.experiment_id == self._run.experiment_id, r.id != self._run.id]
 
     def finished_at_least(self, count: int) -> bool:
         if count <= 0:
@@ -53,42 +57,42 @@ class ExperimentCohort:
         if self._finished is None or self._finished < count:
             # Counted up to `count` only: past it, the answer cannot change (the experiment's other
             # finished runs are not walked).
-            enough = select(models.Run.id).where(*self._others(finished_only=True)).limit(count).subquery()
-            self._finished = self._session.execute(select(func.count()).select_from(enough)).scalar_one()
+            finished: int = self._session.execute(
+                _FINISHED_UP_TO, {**self._ids(), "count": count}
+            ).scalar_one()
+            self._finished = finished
         return self._finished >= count
+
+    def _ids(self) -> dict[str, int]:
+        return {"experiment_id": self._run.experiment_id, "run_id": self._run.id, "key_id": self._monitor_id}
 
     def values_at(self, step: int, *, finished_only: bool) -> list[float]:
         key = (step, finished_only)
         if key not in self._cache:
             if finished_only:
-                self._cache[key] = [value for (value,) in self._session.execute(self._viewed_at(step))]
+                self._ensure_view()
+                viewed = self._session.execute(_VIEWED, {**self._ids(), "step": step})
+                self._cache[key] = [value for (value,) in viewed]
             else:
                 self._cache[key] = self._load(step)
         return self._cache[key]
 
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
-        return self._ranked_cut(self._viewed_at(step, ordered=False), self._viewed_at(step), q)
+        self._ensure_view()
+        ids = {**self._ids(), "step": step}
+        count = self._session.execute(_VIEWED_COUNT, ids).scalar_one()
+        if count == 0:
+            return None
+        low, high, fraction = quantile_ranks(count, q)
+        ranked = list(
+            self._session.execute(_VIEWED_RANKED, {**ids, "offset": low, "limit": high - low + 1}).scalars()
+        )
+        return interpolate(ranked[0], ranked[-1], fraction), count
 
-    def _viewed_at(self, step: int, *, ordered: bool = True) -> CompoundSelect[float]:
-        """The finished runs' values at ``step`` from the view: recorded there, or carried past a stop."""
+    def _ensure_view(self) -> None:
         if not self._viewed:
             cohort_view.ensure(self._session, self._run.experiment_id, self._monitor_id)
             self._viewed = True
-        value, carry = models.CohortValue, models.CohortCarry
-        recorded = select(value.value).where(
-            value.experiment_id == self._run.experiment_id,
-            value.key_id == self._monitor_id,
-            value.step == step,
-            value.run_id != self._run.id,
-        )
-        carried = select(carry.value).where(
-            carry.experiment_id == self._run.experiment_id,
-            carry.key_id == self._monitor_id,
-            carry.after_step < step,
-            carry.run_id != self._run.id,
-        )
-        both = union_all(recorded, carried)
-        return both.order_by(literal_column("value")) if ordered else both
 
     def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
         if self._rung_viewed(step):
@@ -135,7 +139,7 @@ class ExperimentCohort:
         exact = self._session.execute(
             select(mb.step_data, mb.value_data)
             .join(r, on_monitor)
-            .where(*self._others(finished_only=False), mb.block == step // BLOCK_STEPS)
+            .where(*self._others(), mb.block == step // BLOCK_STEPS)
         )
         values = []
         for step_data, value_data in exact:
@@ -144,3 +148,38 @@ class ExperimentCohort:
             if index < len(steps) and steps[index] == step:
                 values.append(float(decode_floats(value_data)[index]))
         return sorted(v for v in values if math.isfinite(v))
+
+
+# The statements of every judgement, built once with bound parameters: building them (the comparisons,
+# the union, the subqueries) cost more than the database's work on the view's index.
+def _viewed_values() -> CompoundSelect[float]:
+    """The finished runs' values at ``:step`` from the experiment's view (``:experiment_id``, ``:key_id``),
+    the run being judged (``:run_id``) left out: recorded there, or carried past a stop."""
+    value, carry = models.CohortValue, models.CohortCarry
+    recorded = select(value.value).where(
+        value.experiment_id == bindparam("experiment_id"),
+        value.key_id == bindparam("key_id"),
+        value.step == bindparam("step"),
+        value.run_id != bindparam("run_id"),
+    )
+    carried = select(carry.value).where(
+        carry.experiment_id == bindparam("experiment_id"),
+        carry.key_id == bindparam("key_id"),
+        carry.after_step < bindparam("step"),
+        carry.run_id != bindparam("run_id"),
+    )
+    return union_all(recorded, carried)
+
+
+def _finished_up_to() -> Select[int]:
+    """How many of the experiment's other runs are finished, counted up to ``:count``."""
+    r = models.Run
+    others = [r.experiment_id == bindparam("experiment_id"), r.id != bindparam("run_id")]
+    enough = select(r.id).where(*others, *cohort_view.finished_condition()).limit(bindparam("count"))
+    return select(func.count()).select_from(enough.subquery())
+
+
+_VIEWED = _viewed_values().order_by(literal_column("value"))
+_VIEWED_COUNT = select(func.count()).select_from(_viewed_values().subquery())
+_VIEWED_RANKED = _VIEWED.offset(bindparam("offset")).limit(bindparam("limit"))
+_FINISHED_UP_TO = _finished_up_to()

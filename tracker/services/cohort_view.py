@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import ColumnElement, and_, delete, insert, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -38,8 +38,7 @@ def finished_condition() -> list[ColumnElement[bool]]:
 
 def ensure(session: Session, experiment_id: int, key_id: int) -> None:
     """Build the experiment's view of ``key_id`` unless it exists (one scan of its finished runs)."""
-    view = (experiment_id, key_id)
-    if session.get(models.CohortView, view) is not None:
+    if session.execute(_VIEW_EXISTS, {"experiment_id": experiment_id, "key_id": key_id}).first() is not None:
         return
     _lock_experiment(session, experiment_id)
     # RETURNING says whether this insert made the row (psycopg reports no rowcount for it here).
@@ -61,6 +60,13 @@ def ensure(session: Session, experiment_id: int, key_id: int) -> None:
         by_run.setdefault(run_id, (stop_step, []))[1].append(data)
     for run_id, (stop_step, run_blocks) in by_run.items():
         _insert_member(session, experiment_id, key_id, run_id, stop_step, run_blocks)
+
+
+# Asked on every judgement that reads a view: built once, in Core (the ORM's get cost several times more).
+_VIEW_EXISTS = select(models.CohortView.key_id).where(
+    models.CohortView.experiment_id == bindparam("experiment_id"),
+    models.CohortView.key_id == bindparam("key_id"),
+)
 
 
 def refresh(session: Session, run: models.Run) -> None:
