@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from tracker.db.group_commit import GroupCommit
 from tracker.errors import ConflictError
 
 _WRITE_OPTION = "plateau_write"
@@ -94,6 +95,9 @@ class Database:
         # which sleeps in steps of milliseconds (most of a busy ingest's time). Other processes still
         # meet at SQLite's lock.
         self._sqlite_writers = threading.RLock() if self.is_sqlite else None
+        # Ingest's transactions that arrive together share one commit on SQLite (one writer at a time
+        # anyway); on PostgreSQL each batch commits alone, as replicas and workers write side by side.
+        self.write_groups = GroupCommit(self.session) if self.is_sqlite else None
 
     @contextmanager
     def session(self, *, write: bool = False) -> Iterator[Session]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -44,47 +45,80 @@ def ingest(
     parsed policies (without it, the run's policy is parsed for this batch).
 
     Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
-    and two replicas never judge the same step twice.
+    and two replicas never judge the same step twice. On SQLite, batches that arrive together share that
+    transaction, each in a savepoint of its own (:mod:`tracker.db.group_commit`): the same outcome for each,
+    one commit for all.
     """
     now = time.time()
-    with db.session(write=True) as session:
-        run = get_run_row(
-            session,
-            run_id,
-            lock=True,
-            unloaded=_UNUSED_BY_INGEST,
-            also=() if db.is_sqlite else _WITH_RUNG_LOCK,
-        )
-        if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
-            return Ingested(_replayed(session, run, batch), 0)
-        gathered = _gather(batch, now)
-        key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
-        fresh = _store_new_points(session, run_id, key_ids, gathered)
-        rung_view.record(session, run, fresh)
-        accepted = sum(len(points) for points in fresh.values())
-        policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
-        stopped_before = run.stop_step
-        judged = judge(session, run, policy, key_ids, fresh, now)
-        if run.status != "running" and (accepted or run.stop_step != stopped_before):
-            # Points or a stop after the run finished change what its cohort compares with.
-            cohort_view.refresh(session, run)
-        duplicates = batch.size() - accepted
-        _note_batch(session, run_id, batch.batch_id, accepted, duplicates, now)
-        session.flush()  # the rules' changes to the run, their states and decisions, if any
-        if accepted:
-            # Other replicas' long-polls, woken at commit.
-            announce(session, run_id, deliveries=judged.deliveries > 0)
-        result = IngestResult(
-            accepted=accepted,
-            duplicates=duplicates,
-            decision=decisions.latest(session, run),
-            judged_step=judged_step(run),
-            decisions=[decision_public(row) for row in judged.decisions],
-            late_points=judged.late_points,
-        )
-    keys.remember(created_keys)
-    _build_rung_views(db, run.experiment_id, judged.unviewed_rungs)
-    return Ingested(result, judged.deliveries)
+
+    def work(session: Session) -> tuple[Ingested, Callable[[], None]]:
+        return _ingest_in(session, db, keys, run_id, batch, policies, now)
+
+    if db.write_groups is not None:
+        outcome, after_commit = db.write_groups.run(work)
+    else:
+        with db.session(write=True) as session:
+            outcome, after_commit = work(session)
+    after_commit()
+    return outcome
+
+
+def _ingest_in(
+    session: Session,
+    db: Database,
+    keys: KeyCache,
+    run_id: int,
+    batch: MetricBatch,
+    policies: PolicyCache | None,
+    now: float,
+) -> tuple[Ingested, Callable[[], None]]:
+    """:func:`ingest`'s transaction: what it answers, and what is done once it has committed (the new keys
+    remembered, the rung views it missed built)."""
+    run = get_run_row(
+        session,
+        run_id,
+        lock=True,
+        unloaded=_UNUSED_BY_INGEST,
+        also=() if db.is_sqlite else _WITH_RUNG_LOCK,
+    )
+    if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
+        return Ingested(_replayed(session, run, batch), 0), _nothing
+    gathered = _gather(batch, now)
+    key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
+    fresh = _store_new_points(session, run_id, key_ids, gathered)
+    rung_view.record(session, run, fresh)
+    accepted = sum(len(points) for points in fresh.values())
+    policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
+    stopped_before = run.stop_step
+    judged = judge(session, run, policy, key_ids, fresh, now)
+    if run.status != "running" and (accepted or run.stop_step != stopped_before):
+        # Points or a stop after the run finished change what its cohort compares with.
+        cohort_view.refresh(session, run)
+    duplicates = batch.size() - accepted
+    _note_batch(session, run_id, batch.batch_id, accepted, duplicates, now)
+    session.flush()  # the rules' changes to the run, their states and decisions, if any
+    if accepted:
+        # Other replicas' long-polls, woken at commit.
+        announce(session, run_id, deliveries=judged.deliveries > 0)
+    result = IngestResult(
+        accepted=accepted,
+        duplicates=duplicates,
+        decision=decisions.latest(session, run),
+        judged_step=judged_step(run),
+        decisions=[decision_public(row) for row in judged.decisions],
+        late_points=judged.late_points,
+    )
+    experiment_id, unviewed = run.experiment_id, judged.unviewed_rungs
+
+    def after_commit() -> None:
+        keys.remember(created_keys)
+        _build_rung_views(db, experiment_id, unviewed)
+
+    return Ingested(result, judged.deliveries), after_commit
+
+
+def _nothing() -> None:
+    """Nothing to do after the commit (a batch applied before)."""
 
 
 def _replayed(session: Session, run: models.Run, batch: MetricBatch) -> IngestResult:

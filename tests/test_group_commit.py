@@ -1,0 +1,156 @@
+"""Group commit on SQLite (tracker.db.group_commit): write jobs that arrive together share one transaction
+and one commit, and each keeps the outcome of a transaction of its own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, func, insert, select
+
+from tracker.db.engine import Database
+from tracker.db.models import MetricBlock, MetricKey
+from tracker.db.prepare import prepare_schema
+from tracker.errors import ConflictError, NotFoundError
+from tracker.schemas.metrics import parse_batch
+from tracker.schemas.runs import RunCreate
+from tracker.services import ingest, runs
+from tracker.services.keys import KeyCache
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Database:
+    url = f"sqlite:///{tmp_path / 'plateau.db'}"
+    prepare_schema(url)
+    return Database(url)
+
+
+def _commits(database: Database) -> list[int]:
+    commits: list[int] = []
+    event.listen(database.engine, "commit", lambda _connection: commits.append(1))
+    return commits
+
+
+def _names(database: Database) -> set[str]:
+    with database.session() as session:
+        return set(session.execute(select(MetricKey.name)).scalars())
+
+
+def _group_behind_a_held_leader(database: Database, works: list) -> list[object]:
+    """Runs ``works`` from threads that queue while a first job holds the writer, so the next leader
+    takes them all in one group; each thread's outcome (its result or its error), in order."""
+    assert database.write_groups is not None
+    held, release = threading.Event(), threading.Event()
+
+    def holder(session):
+        held.set()
+        release.wait(10)
+        return "held"
+
+    outcomes: list[object] = [None] * len(works)
+
+    def call(index: int, work) -> None:
+        try:
+            outcomes[index] = database.write_groups.run(work)
+        except Exception as exc:  # the caller's own error, as a lone transaction would raise it
+            outcomes[index] = exc
+
+    first = threading.Thread(target=lambda: database.write_groups.run(holder))
+    first.start()
+    assert held.wait(10)
+    threads = [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(works)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(database.write_groups._waiting) < len(works) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    release.set()
+    first.join(10)
+    for thread in threads:
+        thread.join(10)
+    return outcomes
+
+
+def _add(name: str, fail: bool = False):
+    def work(session):
+        session.execute(insert(MetricKey).values(name=name))
+        if fail:
+            raise ValueError(f"{name} failed after writing")
+        return name
+
+    return work
+
+
+def test_jobs_that_queue_together_share_one_commit(database: Database) -> None:
+    commits = _commits(database)
+    outcomes = _group_behind_a_held_leader(database, [_add(f"k{i}") for i in range(8)])
+    assert outcomes == [f"k{i}" for i in range(8)]
+    assert len(commits) == 1  # one for the eight (the holder wrote nothing, so it never began one)
+    assert _names(database) == {f"k{i}" for i in range(8)}
+
+
+def test_a_failing_job_is_rolled_back_alone_and_its_caller_gets_its_error(database: Database) -> None:
+    works = [_add("a"), _add("b", fail=True), _add("c"), _add("a"), _add("d")]
+    outcomes = _group_behind_a_held_leader(database, works)
+    assert [outcomes[0], outcomes[2], outcomes[4]] == ["a", "c", "d"]
+    assert isinstance(outcomes[1], ValueError)
+    assert isinstance(outcomes[3], ConflictError)  # "a" again: unique name, as Database.session says it
+    assert "conflicting write" in str(outcomes[3])
+    assert _names(database) == {"a", "c", "d"}  # b's write undone with its savepoint, the others kept
+
+
+def test_a_lone_job_is_a_transaction_of_its_own(database: Database) -> None:
+    assert database.write_groups is not None
+    commits = _commits(database)
+    assert database.write_groups.run(_add("x")) == "x"
+    with pytest.raises(ConflictError):
+        database.write_groups.run(_add("x"))
+    with pytest.raises(ValueError, match="y failed after writing"):
+        database.write_groups.run(_add("y", fail=True))
+    assert len(commits) == 1
+    assert _names(database) == {"x"}
+
+
+def test_concurrent_batches_are_each_stored_once_and_answered_as_alone(database: Database) -> None:
+    """16 threads post 25 batches each to 4 runs (two threads per batch id, so every batch is also
+    retried at once), through ingest as the route calls it: every point stored once, every batch
+    answered as accepted by exactly one of its two posts and as a replay by the other; a batch for a run
+    that does not exist gets its own error."""
+    keys = KeyCache()
+    run_ids = [
+        runs.create_or_join(database, RunCreate(project="p", experiment="e", name=f"r{i}")).id
+        for i in range(4)
+    ]
+    answers: dict[str, list[int]] = {}
+    lock = threading.Lock()
+    missing: list[Exception] = []
+
+    def post(thread: int) -> None:
+        for n in range(25):
+            run_id = run_ids[(thread // 2) % 4]
+            batch_id = f"t{thread // 2}-{n}"
+            step = (thread // 2) // 4 * 1000 + n
+            body = (
+                f'{{"batch_id": "{batch_id}", "points": [{{"key": "loss", "step": {step}, "value": {n}}}]}}'
+            )
+            answer = ingest.ingest(database, keys, run_id, parse_batch(body.encode()))
+            with lock:
+                answers.setdefault(batch_id, []).append(answer.result.accepted)
+        try:
+            ingest.ingest(database, keys, 999_999, parse_batch(b'{"batch_id": "x", "points": []}'))
+        except NotFoundError as exc:
+            missing.append(exc)
+
+    threads = [threading.Thread(target=post, args=(t,)) for t in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(answers) == 8 * 25
+    assert all(sorted(accepted) == [0, 1] for accepted in answers.values())
+    assert len(missing) == 16
+    with database.session() as session:
+        stored = session.execute(select(func.sum(MetricBlock.points))).scalar_one()
+    assert stored == 8 * 25
