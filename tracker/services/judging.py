@@ -148,6 +148,7 @@ def _record_decisions(
     created = datetime.fromtimestamp(now, timezone.utc)
     deliveries = 0
     made = []
+    hooks: list[models.Webhook] | None = None  # the project's, read at the first event, if any
     for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
         decision = models.Decision(
@@ -165,7 +166,9 @@ def _record_decisions(
         session.add(decision)
         made.append(decision)
         for event in webhooks.events_of(decision):
-            deliveries += webhooks.enqueue(session, run, event, decision)
+            if hooks is None:
+                hooks = webhooks.project_hooks(session, run.project_id)
+            deliveries += webhooks.enqueue(session, run, event, decision, hooks)
     return made, deliveries
 
 

@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -117,15 +117,27 @@ def deliveries(db: Database, project: str, webhook_id: int, *, limit: int, offse
     return DeliveriesPublic(data=data, count=len(data))
 
 
-def enqueue(session: Session, run: models.Run, event: str, decision: models.Decision | None) -> int:
+def project_hooks(session: Session, project_id: int) -> list[models.Webhook]:
+    """The project's webhooks: read once for all the decisions of a batch (most projects have none)."""
+    return list(session.execute(_PROJECT_HOOKS, {"project_id": project_id}).scalars())
+
+
+# Asked for every batch that makes a decision (each new best is a checkpoint): built once.
+_PROJECT_HOOKS = select(models.Webhook).where(models.Webhook.project_id == bindparam("project_id"))
+
+
+def enqueue(
+    session: Session,
+    run: models.Run,
+    event: str,
+    decision: models.Decision | None,
+    hooks: list[models.Webhook] | None = None,
+) -> int:
     """Write an outbox row for every webhook of the run's project that wants ``event``, in the caller's
-    transaction (so the event and its deliveries commit or vanish together). Returns how many."""
+    transaction (so the event and its deliveries commit or vanish together). Returns how many. ``hooks``:
+    the project's webhooks (:func:`project_hooks`) when the caller has read them already."""
     hooks = [
-        h
-        for h in session.execute(
-            select(models.Webhook).where(models.Webhook.project_id == run.project_id)
-        ).scalars()
-        if event in h.events
+        h for h in (project_hooks(session, run.project_id) if hooks is None else hooks) if event in h.events
     ]
     if not hooks:
         return 0
