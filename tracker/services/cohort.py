@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from sqlalchemy import (
@@ -80,14 +81,13 @@ class ExperimentCohort:
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
         self._ensure_view()
         ids = {**self._ids(), "step": step}
-        count = self._session.execute(_VIEWED_COUNT, ids).scalar_one()
-        if count == 0:
-            return None
-        low, high, fraction = quantile_ranks(count, q)
-        ranked = list(
-            self._session.execute(_VIEWED_RANKED, {**ids, "offset": low, "limit": high - low + 1}).scalars()
-        )
-        return interpolate(ranked[0], ranked[-1], fraction), count
+
+        def ranked(offset: int, limit: int) -> list[float]:
+            return list(
+                self._session.execute(_VIEWED_RANKED, {**ids, "offset": offset, "limit": limit}).scalars()
+            )
+
+        return _cut(self._session.execute(_VIEWED_COUNT, ids).scalar_one(), ranked, q)
 
     def _ensure_view(self) -> None:
         if not self._viewed:
@@ -115,15 +115,14 @@ class ExperimentCohort:
         ordered: Select[float | None] | CompoundSelect[float],
         q: float,
     ) -> tuple[float, int] | None:
-        """The ``q`` quantile of ``values`` and their count, from a view's index: the count, then a walk
-        to the rank inside the database (``ordered`` reads them in value order), so only the two values
-        the quantile lies between come back."""
+        """The ``q`` quantile of ``values`` and their count, from a view's index (``ordered`` reads them in
+        value order): see :func:`_cut`."""
         count = self._session.execute(select(func.count()).select_from(values.subquery())).scalar_one()
-        if count == 0:
-            return None
-        low, high, fraction = quantile_ranks(count, q)
-        ranked = list(self._session.execute(ordered.offset(low).limit(high - low + 1)).scalars())
-        return interpolate(ranked[0], ranked[-1], fraction), count
+
+        def ranked(offset: int, limit: int) -> list[float]:
+            return list(self._session.execute(ordered.offset(offset).limit(limit)).scalars())
+
+        return _cut(count, ranked, q)
 
     def _rung_viewed(self, step: int) -> bool:
         if step not in self._rungs:
@@ -148,6 +147,17 @@ class ExperimentCohort:
             if index < len(steps) and steps[index] == step:
                 values.append(float(decode_floats(value_data)[index]))
         return sorted(v for v in values if math.isfinite(v))
+
+
+def _cut(count: int, ranked: Callable[[int, int], list[float]], q: float) -> tuple[float, int] | None:
+    """The ``q`` quantile of ``count`` values and their count: a walk to the rank inside the database
+    (``ranked(offset, limit)`` reads that many in value order), so only the two values the quantile lies
+    between come back."""
+    if count == 0:
+        return None
+    low, high, fraction = quantile_ranks(count, q)
+    values = ranked(low, high - low + 1)
+    return interpolate(values[0], values[-1], fraction), count
 
 
 # The statements of every judgement, built once with bound parameters: building them (the comparisons,

@@ -15,7 +15,7 @@ from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 class PerfectParams(RuleParams):
     """Stop once the watched metric has taken its perfect score at each of the last ``hold`` evaluations.
 
-    The perfect score is read from the values, never assumed from a name: in mode ``max``, 1 for a metric
+    The perfect score is read from the values, never from a name alone: in mode ``max``, 1 for a metric
     whose every value so far lies in [0, 1] and at least one strictly between (a share: accuracy, F1, AUC;
     a count that steps 0, 1, 2 takes no value between, and is never judged); in mode ``min``, 0 for a
     metric whose every value so far is at least 0 (an error rate, a loss). A share in percent (timm's and
@@ -44,10 +44,10 @@ class Perfect(Rule[PerfectParams]):
         self._share = names_a_share(monitor, mode)
 
     def initial_state(self) -> State:
-        # The range of the finite values so far, whether one lay strictly between 0 and 1 (a share) or was a
-        # fraction strictly between 1 and 100 (a share in percent, if the name says share), and how many
-        # evaluations in a row have been perfect.
-        return {"low": None, "high": None, "between": False, "percent": False, "run": 0}
+        # The range of the finite values so far, whether one lay strictly between 0 and 1 (a share), and how
+        # many evaluations in a row have been perfect. ``percent`` (a fraction strictly between 1 and 100
+        # seen, for a monitor named as a share) is added when first seen: other monitors' states are as before.
+        return {"low": None, "high": None, "between": False, "run": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
         value = obs.value
