@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,10 @@ from sdk._types import Combine, ModeChoice, Reduce
 
 # The order of the parameters that could once be given by position, for the deprecated positional form.
 _ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
+
+logger = logging.getLogger("plateau")
+# Said once a process: a sweep's many runs share one reason.
+_said_no_plan = False
 
 
 def init(
@@ -56,7 +61,9 @@ def init(
     or ``ndcg@10`` are maximised and ``val/loss``, ``eval_perplexity`` or ``val_error`` minimised; a name
     that says neither (``val``, ``score``) is minimised with a ``UserWarning`` asking for ``mode``.
     ``planned_steps``: the step the run plans to end at, for budget-aware rules (log the learning rate as
-    ``"lr"`` too, and they also see the schedule).
+    ``"lr"`` too, and they also see the schedule). The default rules (``rules`` omitted) judge a run against
+    it; without it they take the run to last as long again at each evaluation, and a warning says so once
+    a process.
     ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
     ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
 
@@ -89,6 +96,8 @@ def init(
         rules = given.get("rules", rules)
         url = given.get("url", url)
     policy = _checked_policy(monitor, mode, rules, combine, reduce)
+    if policy is not None and rules is None and planned_steps is None:
+        _say_no_plan()
     if transport is None:
         resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
         transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
@@ -135,6 +144,19 @@ def init(
     )
     run._start(wait)
     return run
+
+
+def _say_no_plan() -> None:
+    """The default policy without ``planned_steps``: judged against a plan it has to guess, said once."""
+    global _said_no_plan
+    if _said_no_plan:
+        return
+    _said_no_plan = True
+    logger.warning(
+        "plateau: no planned_steps given: the default policy judges a run against its plan (the last step "
+        "it will log) and, without one, takes the run to last as long again at each evaluation, which stops "
+        "runs that would climb again late; pass planned_steps=N (README: Declare the plan)"
+    )
 
 
 def _once_positional(positional: tuple[Any, ...]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import sdk
-from tests._server import TrackerProcess
+from tests._server import TrackerProcess, free_port
 from tracker.policy import Context, Observation, evaluate, initial_states
 from tracker.policy.presets import preset
 
@@ -81,3 +81,20 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
     app.run()
     assert not app.exception
     assert any("The plan no longer holds: val/acc was logged at step 6" in w.value for w in app.warning)
+
+
+def test_the_default_policy_without_a_plan_is_said_once_a_process(monkeypatch, caplog) -> None:
+    """The default rules judge a run against its plan: ``sdk.init`` without ``planned_steps`` warns, once
+    a process (a sweep's runs share one reason); with a plan, or with rules of the loop's own, it does not."""
+    import sdk._init as init_module
+
+    monkeypatch.setattr(init_module, "_said_no_plan", False)
+    caplog.set_level(logging.WARNING, logger="plateau")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing there: init goes on without waiting for it
+    own = [{"rule": "patience", "patience": 5}]
+    for options in ({"planned_steps": 80}, {"rules": own}, {}, {}):
+        run = sdk.init(project="plan", monitor="val/acc", url=url, wait=0, spool=False, **options)
+        run.finish(timeout=0)
+    said = [r.getMessage() for r in caplog.records if "no planned_steps given" in r.getMessage()]
+    assert len(said) == 1
+    assert "pass planned_steps=N" in said[0]
