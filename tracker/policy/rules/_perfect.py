@@ -46,7 +46,8 @@ class Perfect(Rule[PerfectParams]):
     def initial_state(self) -> State:
         # The range of the finite values so far, whether one lay strictly between 0 and 1 (a share), and how
         # many evaluations in a row have been perfect. ``percent`` (a fraction strictly between 1 and 100
-        # seen, for a monitor named as a share) is added when first seen: other monitors' states are as before.
+        # seen, for a monitor named as a share) is added when first seen: other monitors' states are as
+        # before.
         return {"low": None, "high": None, "between": False, "run": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
