@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import sdk
+import sdk._init as sdk_init
 from tests._server import TrackerProcess, free_port
 from tracker.policy import Context, Observation, evaluate, initial_states
 from tracker.policy.presets import preset
@@ -86,9 +87,7 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
 def test_the_default_policy_without_a_plan_is_said_once_a_process(monkeypatch, caplog) -> None:
     """The default rules judge a run against its plan: ``sdk.init`` without ``planned_steps`` warns, once
     a process (a sweep's runs share one reason); with a plan, or with rules of the loop's own, it does not."""
-    import sdk._init as init_module
-
-    monkeypatch.setattr(init_module, "_said_no_plan", False)
+    monkeypatch.setattr(sdk_init, "_said_no_plan", False)
     caplog.set_level(logging.WARNING, logger="plateau")
     url = f"http://127.0.0.1:{free_port()}"  # nothing there: init goes on without waiting for it
     own = [{"rule": "patience", "patience": 5}]
