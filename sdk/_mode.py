@@ -16,23 +16,22 @@ import warnings
 
 from sdk._types import Mode, ModeChoice
 
-# Words of metrics that improve upwards: accuracies and their top-k forms, ranking and retrieval scores,
-# overlap and agreement scores, text-generation scores, image-quality scores, rewards.
-_MAX_WORDS = frozenset(
-    (
-        *("acc", "accuracy", "top1", "top5", "auc", "auroc", "auprc", "roc", "f1", "fbeta", "f2"),
-        *("precision", "recall", "iou", "miou", "dice", "jaccard", "map", "ndcg", "mrr", "hits", "hit"),
-        *("bleu", "sacrebleu", "rouge", "rouge1", "rouge2", "rougel", "rougelsum", "meteor", "chrf"),
-        *("r2", "mcc", "kappa", "spearman", "pearson", "corr", "correlation"),
-        *("psnr", "ssim", "reward", "return", "returns", "sharpe"),
-    )
-)
-# The words of those that are shares, at most 1 (or 100 in percent): what ``perfect`` may read in percent.
-# Not rewards, returns, PSNR or correlations: a return passes through 100 on its way to more.
+# Words of shares, at most 1 (or 100 in percent): accuracies and their top-k forms, ranking and retrieval
+# scores, overlap scores. What ``perfect`` may read in percent; not rewards, returns, PSNR or correlations,
+# which pass through 100 on their way to more.
 _SHARE_WORDS = frozenset(
     (
         *("acc", "accuracy", "top1", "top5", "auc", "auroc", "auprc", "roc", "f1", "fbeta", "f2"),
         *("precision", "recall", "iou", "miou", "dice", "jaccard", "map", "ndcg", "mrr", "hits", "hit"),
+    )
+)
+# Words of metrics that improve upwards: the shares, agreement scores, text-generation scores, image-quality
+# scores, rewards.
+_MAX_WORDS = _SHARE_WORDS | frozenset(
+    (
+        *("bleu", "sacrebleu", "rouge", "rouge1", "rouge2", "rougel", "rougelsum", "meteor", "chrf"),
+        *("r2", "mcc", "kappa", "spearman", "pearson", "corr", "correlation"),
+        *("psnr", "ssim", "reward", "return", "returns", "sharpe"),
     )
 )
 # Words of metrics that improve downwards: losses, errors and divergences, perplexity, regression errors,

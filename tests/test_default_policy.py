@@ -1018,11 +1018,7 @@ PERCENT_TABLE = [
 
 @pytest.mark.parametrize(("id_", "monitor", "values", "step"), PERCENT_TABLE)
 def test_perfect_reads_a_share_in_percent_where_the_name_says_share(id_, monitor, values, step) -> None:
-    policy = PolicySpec.model_validate(
-        {"monitor": monitor, "mode": "max", "rules": [{"rule": "perfect"}, {"rule": "checkpoint"}]}
-    )
-    observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
-    stop = stop_of(evaluate(policy, initial_states(policy), observations))
+    stop = stop_of(judge([{"rule": "perfect"}, {"rule": "checkpoint"}], values, monitor=monitor))
     if step is None:
         assert stop is None, stop.reason
         return
@@ -1039,13 +1035,12 @@ def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_sha
     blind run's headroom read 100 for it. Before percent was read (2026-11-26) the blind run at 0.97 was held
     to 80% of its plan in percent (step 80) and stopped at step 34 as a share."""
     plan = Context(planned_steps=100)
-    stops = []
-    for scale in (1.0, 100.0):
-        policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": DEFAULT_RULES})
-        values = [scale * v for v in saturating(100, top=top)]
-        observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
-        stops.append(stop_of(evaluate(policy, initial_states(policy), observations, plan)))
-    share, percent = stops
+    share, percent = (
+        stop_of(
+            judge(DEFAULT_RULES, [scale * v for v in saturating(100, top=top)], monitor="val/acc", ctx=plan)
+        )
+        for scale in (1.0, 100.0)
+    )
     assert (percent.rule, percent.step, percent.best_step) == (share.rule, share.step, share.best_step)
     if share.evidence["headroom"] is not None:
         assert percent.evidence["headroom"] == pytest.approx(100 * share.evidence["headroom"])
@@ -1053,10 +1048,9 @@ def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_sha
         assert "of the metric's perfect score (1)" in share.reason
     # The wine run that all 36 samples get right: perfect at once, as a share and in percent.
     accuracy = [k / 36 for k in [20, 27, 31, 34, 36, 35] + [36] * 74]
-    policy = PolicySpec.model_validate({"monitor": "val_accuracy", "mode": "max", "rules": DEFAULT_RULES})
     for scale in (1.0, 100.0):
-        observations = [Observation(i, scale * v, float(i), {}) for i, v in enumerate(accuracy)]
-        stop = stop_of(evaluate(policy, initial_states(policy), observations, Context(planned_steps=80)))
+        values = [scale * v for v in accuracy]
+        stop = stop_of(judge(DEFAULT_RULES, values, monitor="val_accuracy", ctx=Context(planned_steps=80)))
         assert (stop.rule, stop.step, stop.best_value) == ("perfect", 4, scale)
 
 
@@ -1080,16 +1074,14 @@ def test_coarse_accuracies_in_percent_stop_where_the_same_shares_do(with_loss) -
     every stop the same (rule and step). Before percent was read (2026-11-26) 27 of the 200 differed; with
     the perfect score alone 3 did, all with a loss: the retreat's 10 steps of the metric, read as they stand,
     were thirds of a percent (10/3 reads as a multiple of 1/3), ten times finer than a share's thirtieths."""
-    policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": DEFAULT_RULES})
+    plan = Context(planned_steps=80)
     for seed in range(100):
         accuracy, loss = _coarse_run(seed)
+        extras = {"val_loss": loss} if with_loss else None
         stops = []
         for scale in (1.0, 100.0):
-            observations = [
-                Observation(i, scale * a, float(i), {"val_loss": v} if with_loss else {})
-                for i, (a, v) in enumerate(zip(accuracy, loss, strict=True))
-            ]
-            stop = stop_of(evaluate(policy, initial_states(policy), observations, Context(planned_steps=80)))
+            values = [scale * a for a in accuracy]
+            stop = stop_of(judge(DEFAULT_RULES, values, monitor="val/acc", extras=extras, ctx=plan))
             stops.append(None if stop is None else (stop.rule, stop.step, stop.best_step))
         assert stops[0] == stops[1], (seed, stops)
 

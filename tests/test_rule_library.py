@@ -16,8 +16,10 @@ from tracker.policy import Context, Observation, PolicySpec, cut_of, evaluate, i
 NAN = math.nan
 
 
-def judge(rules, values, *, mode="max", extras=None, ctx=None, combine="any", steps=None, walls=None):
-    policy = PolicySpec.model_validate({"monitor": "m", "mode": mode, "rules": rules, "combine": combine})
+def judge(
+    rules, values, *, mode="max", extras=None, ctx=None, combine="any", steps=None, walls=None, monitor="m"
+):
+    policy = PolicySpec.model_validate({"monitor": monitor, "mode": mode, "rules": rules, "combine": combine})
     steps = steps or list(range(len(values)))
     observations = [
         Observation(s, v, walls[i] if walls else float(s), {k: col[i] for k, col in (extras or {}).items()})
