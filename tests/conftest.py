@@ -20,6 +20,7 @@ from tests._server import TrackerProcess
 from tracker.app import create_app
 from tracker.config import Settings
 from tracker.db.migrate import upgrade
+from tracker.db.prepare import prepare_schema
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
@@ -129,3 +130,16 @@ def postgres_url(postgres_server_url: str) -> Iterator[str]:
     """A fresh, empty database on the PostgreSQL server, dropped afterwards."""
     with scratch_postgres(postgres_server_url) as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store at the newest schema, once as a SQLite file and once as a scratch PostgreSQL
+    database (skipped, saying so, where no server answers)."""
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")
+        upgrade(url, "head")
+        return url
+    url = f"sqlite:///{tmp_path / 'plateau.db'}"
+    prepare_schema(url)
+    return url

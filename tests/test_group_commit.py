@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import event, func, insert, select
 
 from tracker.db.engine import Database
-from tracker.db.models import MetricBlock, MetricKey
+from tracker.db.models import MetricBlock, MetricKey, Run
 from tracker.db.prepare import prepare_schema
 from tracker.errors import ConflictError, NotFoundError
-from tracker.schemas.metrics import parse_batch
+from tracker.schemas.metrics import MetricBatch, parse_batch
 from tracker.schemas.runs import RunCreate
 from tracker.services import ingest, runs
 from tracker.services.keys import KeyCache
@@ -154,3 +154,34 @@ def test_concurrent_batches_are_each_stored_once_and_answered_as_alone(database:
     with database.session() as session:
         stored = session.execute(select(func.sum(MetricBlock.points))).scalar_one()
     assert stored == 8 * 25
+
+
+def test_a_batch_rolled_back_in_a_group_leaves_nothing_of_its_judging_to_the_next(database: Database) -> None:
+    """Ingest writes a run's progress (judged step, decision count) in Core: when a batch that judged
+    steps is rolled back to its savepoint, the next batch of the same run in the same group judges from
+    what is stored, not from the rolled-back progress the session still held."""
+    keys = KeyCache()
+    policy = {"monitor": "val", "mode": "min", "rules": [{"rule": "checkpoint"}]}
+    run_id = runs.create_or_join(database, RunCreate(project="p", experiment="e", policy=policy)).id
+    now = time.time()
+
+    def batch(batch_id: str, steps: range) -> MetricBatch:
+        points = [{"key": "val", "step": s, "value": 1.0 / (s + 1)} for s in steps]
+        return MetricBatch.model_validate({"batch_id": batch_id, "points": points})
+
+    def judged_then_failed(session):
+        ingest._ingest_in(session, database, keys, run_id, batch("a", range(0, 6)), None, None, now)
+        raise ValueError("failed after judging")
+
+    def judged(session):
+        return ingest._ingest_in(session, database, keys, run_id, batch("b", range(0, 2)), None, None, now)
+
+    outcomes = _group_behind_a_held_leader(database, [judged_then_failed, judged])
+    assert isinstance(outcomes[0], ValueError)
+    answer = outcomes[1][0].result
+    assert answer.judged_step == 1
+    assert answer.late_points == 0
+    assert [(d.seq, d.step) for d in answer.decisions] == [(1, 0), (2, 1)]
+    with database.session() as session:
+        stored = session.get(Run, run_id)
+        assert (stored.judged_step, stored.decision_seq) == (1, 2)

@@ -4,14 +4,11 @@ exactly as the one-run read gives it; pages by key; a name filter."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import event
 
-from tracker.db import migrate
 from tracker.db.engine import Database
-from tracker.db.prepare import prepare_schema
 from tracker.schemas.metrics import MetricBatch
 from tracker.schemas.runs import RunCreate, RunFinish
 from tracker.services import projects, runs
@@ -28,15 +25,9 @@ POLICY = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "postgres":
-        url = request.getfixturevalue("postgres_url")
-        migrate.upgrade(url, "head")
-    else:
-        url = f"sqlite:///{tmp_path / 'runs.db'}"
-        prepare_schema(url)
-    db = Database(url)
+@pytest.fixture
+def database(store_url: str) -> Iterator[Database]:
+    db = Database(store_url)
     keys = KeyCache()
     for index in range(40):
         created = runs.create_or_join(

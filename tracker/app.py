@@ -20,6 +20,7 @@ from tracker.db.prepare import prepare_schema
 from tracker.services.auth import Authenticator
 from tracker.services.delivery import Deliverer, DeliveryPolicy
 from tracker.services.keys import KeyCache
+from tracker.services.latest_decisions import LatestDecisions
 from tracker.services.notify import RunNotifier
 from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import Listener
@@ -40,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         deliverer = Deliverer(database, _delivery_policy(settings))
         app.state.deliverer = deliverer
         app.state.ingest_services = IngestServices(
-            database, app.state.keys, app.state.notifier, deliverer, PolicyCache()
+            database, app.state.keys, app.state.notifier, deliverer, PolicyCache(), LatestDecisions()
         )
         deliverer.start()  # also delivers what a previous process committed but never sent
         listener = None

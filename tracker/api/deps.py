@@ -20,6 +20,7 @@ from tracker.schemas._common import Text
 from tracker.services.auth import Authenticator, Principal, check_project, check_run
 from tracker.services.delivery import Deliverer
 from tracker.services.keys import KeyCache
+from tracker.services.latest_decisions import LatestDecisions
 from tracker.services.notify import RunNotifier
 from tracker.services.policies import PolicyCache
 from tracker.services.wakeups import Listener
@@ -96,6 +97,7 @@ class IngestServices:
     notifier: RunNotifier
     deliverer: Deliverer
     policies: PolicyCache
+    latest: LatestDecisions
 
 
 async def _ingest_services(request: Request) -> IngestServices:

@@ -96,3 +96,8 @@ class GroupCommit:
             job.error = ConflictError(f"conflicting write: {exc.orig}")
         except Exception as exc:  # this job's alone: rolled back to its savepoint, the group goes on
             job.error = exc
+        if job.error is not None:
+            # The ORM expires only what it wrote itself under the savepoint; rows written in Core (ingest
+            # writes a run's progress so) would keep the rolled-back values in the session for the next
+            # job of the group that loads the same row. Every object is read afresh instead.
+            session.expire_all()

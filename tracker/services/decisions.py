@@ -16,8 +16,14 @@ from tracker.services.run_rows import get_run_row
 
 def latest(session: Session, run: models.Run) -> DecisionPublic:
     """The run's newest decision for the trainer (alerts are for people), or ``continue`` if none."""
+    row = latest_row(session, run)
+    return decision_public(row) if row is not None else no_decision(run)
+
+
+def latest_row(session: Session, run: models.Run) -> models.Decision | None:
+    """The run's newest decision that is not an alert, or None (no decision yet, or only alerts)."""
     if run.decision_seq == 0:
-        return no_decision(run)
+        return None
     row = session.get(models.Decision, (run.id, run.decision_seq))
     if row is not None and row.action == "alert":
         row = session.execute(
@@ -26,7 +32,7 @@ def latest(session: Session, run: models.Run) -> DecisionPublic:
             .order_by(models.Decision.seq.desc())
             .limit(1)
         ).scalar_one_or_none()
-    return decision_public(row) if row is not None else no_decision(run)
+    return row
 
 
 def latest_of(session: Session, runs: Sequence[models.Run]) -> dict[int, DecisionPublic]:

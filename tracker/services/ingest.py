@@ -10,15 +10,18 @@ from datetime import datetime, timezone
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.policy import PolicySpec
+from tracker.schemas.decisions import DecisionPublic
 from tracker.schemas.metrics import IngestResult, MetricBatch
 from tracker.services import _point_store, cohort_view, decisions, rung_view
-from tracker.services.convert import decision_public, judged_step
+from tracker.services.convert import decision_public, judged_step, no_decision
 from tracker.services.judging import NewPoints, judge
 from tracker.services.keys import KeyCache
+from tracker.services.latest_decisions import LatestDecisions
 from tracker.services.policies import PolicyCache
 from tracker.services.run_rows import get_run_row
 from tracker.services.wakeups import announce
@@ -39,10 +42,16 @@ class Ingested:
 
 
 def ingest(
-    db: Database, keys: KeyCache, run_id: int, batch: MetricBatch, policies: PolicyCache | None = None
+    db: Database,
+    keys: KeyCache,
+    run_id: int,
+    batch: MetricBatch,
+    policies: PolicyCache | None = None,
+    latest: LatestDecisions | None = None,
 ) -> Ingested:
     """Store ``batch`` for the run and judge the monitored metric's new steps. ``policies``: the app's
-    parsed policies (without it, the run's policy is parsed for this batch).
+    parsed policies (without it, the run's policy is parsed for this batch); ``latest``: the app's latest
+    decisions of its runs (without it, the run's latest decision is read for this batch).
 
     Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
     and two replicas never judge the same step twice. On SQLite, batches that arrive together share that
@@ -52,7 +61,7 @@ def ingest(
     now = time.time()
 
     def work(session: Session) -> tuple[Ingested, Callable[[], None]]:
-        return _ingest_in(session, db, keys, run_id, batch, policies, now)
+        return _ingest_in(session, db, keys, run_id, batch, policies, latest, now)
 
     if db.write_groups is not None:
         outcome, after_commit = db.write_groups.run(work)
@@ -70,6 +79,7 @@ def _ingest_in(
     run_id: int,
     batch: MetricBatch,
     policies: PolicyCache | None,
+    latest: LatestDecisions | None,
     now: float,
 ) -> tuple[Ingested, Callable[[], None]]:
     """:func:`ingest`'s transaction: what it answers, and what is done once it has committed (the new keys
@@ -95,26 +105,50 @@ def _ingest_in(
         # Points or a stop after the run finished change what its cohort compares with.
         cohort_view.refresh(session, run)
     duplicates = batch.size() - accepted
-    _note_batch(session, run_id, batch.batch_id, accepted, duplicates, now)
+    _note_batch(session, run, batch.batch_id, accepted, duplicates, now)
     session.flush()  # the rules' changes to the run, their states and decisions, if any
     if accepted:
         # Other replicas' long-polls, woken at commit.
         announce(session, run_id, deliveries=judged.deliveries > 0)
+    decision, to_remember = _latest_decision(session, run, judged.decisions, latest)
     result = IngestResult(
         accepted=accepted,
         duplicates=duplicates,
-        decision=decisions.latest(session, run),
+        decision=decision,
         judged_step=judged_step(run),
         decisions=[decision_public(row) for row in judged.decisions],
         late_points=judged.late_points,
     )
     experiment_id, unviewed = run.experiment_id, judged.unviewed_rungs
+    decision_seq = run.decision_seq
 
     def after_commit() -> None:
         keys.remember(created_keys)
+        if latest is not None and to_remember is not None:
+            latest.remember(run_id, decision_seq, to_remember[0])
         _build_rung_views(db, experiment_id, unviewed)
 
     return Ingested(result, judged.deliveries), after_commit
+
+
+def _latest_decision(
+    session: Session, run: models.Run, made: list[models.Decision], latest: LatestDecisions | None
+) -> tuple[DecisionPublic, tuple[DecisionPublic | None] | None]:
+    """The run's newest decision for the trainer (alerts are for people), and what to remember of it once
+    the batch has committed (None: nothing new to remember). The newest non-alert this batch made is it;
+    else the one remembered at the run's ``decision_seq``; else it is read."""
+    for row in reversed(made):  # in the order of their seq
+        if row.action != "alert":
+            answer = decision_public(row)
+            return answer, (answer,)
+    known = latest.get(run) if latest is not None else None
+    if known is not None:
+        return known, None
+    newest = decisions.latest_row(session, run)
+    if newest is None:
+        return no_decision(run), (None,) if run.decision_seq else None
+    answer = decision_public(newest)
+    return answer, (answer,)
 
 
 def _nothing() -> None:
@@ -134,15 +168,24 @@ def _replayed(session: Session, run: models.Run, batch: MetricBatch) -> IngestRe
 
 
 def _note_batch(
-    session: Session, run_id: int, batch_id: str, accepted: int, duplicates: int, now: float
+    session: Session, run: models.Run, batch_id: str, accepted: int, duplicates: int, now: float
 ) -> None:
-    """The run's heartbeat, and the batch id recorded so that a retry of it is applied at most once."""
+    """The run's heartbeat and what judging moved (its judged step, stop and decision count), and the
+    batch id recorded so that a retry of it is applied at most once.
+
+    The run's row is written in Core, in the statement that writes the heartbeat: through the ORM it was a
+    unit of work and a second UPDATE on every judged batch. The attributes are then marked as stored, so
+    the session's flush does not write them again (and a savepoint rolled back under them expires the
+    session: :mod:`tracker.db.group_commit`)."""
     moment = datetime.fromtimestamp(now, timezone.utc)
-    session.execute(_HEARTBEAT, {"run_id": run_id, "moment": moment})
+    progress = {name: getattr(run, name) for name in _PROGRESS_COLUMNS}
+    session.execute(_PROGRESS, {"run_id": run.id, "moment": moment, **progress})
+    for name, value in progress.items():
+        set_committed_value(run, name, value)
     session.execute(
         _RECORD,
         {
-            "run_id": run_id,
+            "run_id": run.id,
             "batch_id": batch_id,
             "accepted": accepted,
             "duplicates": duplicates,
@@ -175,7 +218,16 @@ _SEEN = select(_batches.c.run_id).where(
     _batches.c.run_id == bindparam("run_id"), _batches.c.batch_id == bindparam("batch_id")
 )
 _RECORD = insert(_batches)
-_HEARTBEAT = update(_run).where(_run.c.id == bindparam("run_id")).values(last_heartbeat=bindparam("moment"))
+# What judging changes on the run's row (tracker/services/judging.py), written with the heartbeat.
+_PROGRESS_COLUMNS = ("judged_step", "stop_step", "stop_rule", "decision_seq")
+_PROGRESS = (
+    update(_run)
+    .where(_run.c.id == bindparam("run_id"))
+    .values(
+        last_heartbeat=bindparam("moment"),
+        **{name: bindparam(name, type_=_run.c[name].type) for name in _PROGRESS_COLUMNS},
+    )
+)
 
 
 def _step_range(batch: MetricBatch) -> tuple[int, int]:

@@ -1,0 +1,57 @@
+"""Each live run's latest decision for the trainer, kept per app: ingest answers every batch with it, and
+reading it back cost a query per batch (a twentieth of a batch's work) though it changes only when the
+run's rules decide something."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from tracker.db import models
+from tracker.schemas.decisions import DecisionPublic
+from tracker.services.convert import no_decision
+
+DEFAULT_CAPACITY = 10_000
+
+# Remembered for a run whose decisions so far are all alerts (for people, not the trainer).
+_NONE = None
+
+
+class LatestDecisions:
+    """Run id → (its ``decision_seq``, the newest decision that is not an alert), the least recently used
+    dropped past ``capacity``.
+
+    Decisions are append-only and numbered under the run's row lock, so the answer for a run at a given
+    ``decision_seq`` never changes, on any replica: an entry is used only while the run's row, read under
+    that lock, still has the same ``decision_seq``. Entries are remembered only once the transaction that
+    read or made them has committed (a batch rolled back may have numbered a decision that never was). One
+    per app, as :class:`~tracker.services.policies.PolicyCache`; ingest calls it from worker threads, hence
+    the lock."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.capacity = capacity
+        self._latest: OrderedDict[int, tuple[int, DecisionPublic | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, run: models.Run) -> DecisionPublic | None:
+        """The run's latest decision as remembered at its current ``decision_seq``; None when not known."""
+        with self._lock:
+            known = self._latest.get(run.id)
+            if known is None or known[0] != run.decision_seq:
+                return None
+            self._latest.move_to_end(run.id)
+        decision = known[1]
+        # Only alerts so far: "continue", at the run's judged step now (which moves without a decision).
+        return no_decision(run) if decision is _NONE else decision
+
+    def remember(self, run_id: int, decision_seq: int, decision: DecisionPublic | None) -> None:
+        """After the commit: ``decision`` is the newest non-alert decision of the run at ``decision_seq``
+        (None when every decision so far is an alert)."""
+        with self._lock:
+            self._latest[run_id] = (decision_seq, decision)
+            self._latest.move_to_end(run_id)
+            if len(self._latest) > self.capacity:
+                self._latest.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._latest)
