@@ -163,7 +163,7 @@ def _record_decisions(
     # Written in Core, before their webhook deliveries (which refer to them) are flushed: the ORM's unit
     # of work cost several times the insert. The rows stay out of the session: nothing reads them back
     # through it in this transaction (ingest answers with ``made`` itself).
-    session.execute(insert(_decision), [_decision_row(decision) for decision in made])
+    session.execute(_INSERT_DECISION, [_decision_row(decision) for decision in made])
     for decision in made:
         for event in webhooks.events_of(decision):
             if hooks is None:
@@ -392,7 +392,7 @@ def _save_states(
         )
         return
     session.execute(
-        insert(_rule_state),
+        _INSERT_STATE,
         [
             {
                 "run_id": run_id,
@@ -409,7 +409,9 @@ def _save_states(
 # Built once: building a statement costs more than running it on this path (every judged batch).
 _decision = models.Base.metadata.tables[models.Decision.__tablename__]
 _DECISION_COLUMNS = tuple(column.name for column in _decision.columns)
+_INSERT_DECISION = insert(_decision)
 _rule_state = models.Base.metadata.tables[models.RuleState.__tablename__]
+_INSERT_STATE = insert(_rule_state)
 _STATES = (
     select(_rule_state.c.state)
     .where(_rule_state.c.run_id == bindparam("run_id"))

@@ -13,9 +13,6 @@ from tracker.services.convert import no_decision
 
 DEFAULT_CAPACITY = 10_000
 
-# Remembered for a run whose decisions so far are all alerts (for people, not the trainer).
-_NONE = None
-
 
 class LatestDecisions:
     """Run id → (its ``decision_seq``, the newest decision that is not an alert), the least recently used
@@ -41,8 +38,8 @@ class LatestDecisions:
                 return None
             self._latest.move_to_end(run.id)
         decision = known[1]
-        # Only alerts so far: "continue", at the run's judged step now (which moves without a decision).
-        return no_decision(run) if decision is _NONE else decision
+        # None: only alerts so far, so "continue" at the run's judged step now (it moves without a decision).
+        return no_decision(run) if decision is None else decision
 
     def remember(self, run_id: int, decision_seq: int, decision: DecisionPublic | None) -> None:
         """After the commit: ``decision`` is the newest non-alert decision of the run at ``decision_seq``
