@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -17,14 +17,13 @@ from tracker.db.engine import Database
 from tracker.policy import PolicySpec
 from tracker.schemas.decisions import DecisionPublic
 from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, cohort_view, decisions, rung_view
+from tracker.services import _point_store, cohort_view, decisions, rung_view, wakeups
 from tracker.services.convert import decision_public, judged_step, no_decision
 from tracker.services.judging import NewPoints, judge
 from tracker.services.keys import KeyCache
 from tracker.services.latest_decisions import LatestDecisions
 from tracker.services.policies import PolicyCache
 from tracker.services.run_rows import get_run_row
-from tracker.services.wakeups import announce
 
 _log = logging.getLogger("plateau.tracker")
 
@@ -105,11 +104,8 @@ def _ingest_in(
         # Points or a stop after the run finished change what its cohort compares with.
         cohort_view.refresh(session, run)
     duplicates = batch.size() - accepted
-    _note_batch(session, run, batch.batch_id, accepted, duplicates, now)
-    session.flush()  # the rules' changes to the run, their states and decisions, if any
-    if accepted:
-        # Other replicas' long-polls, woken at commit.
-        announce(session, run_id, deliveries=judged.deliveries > 0)
+    _note_batch(session, db, run, batch.batch_id, (accepted, duplicates), now, judged.deliveries > 0)
+    session.flush()  # what else the rules changed (webhook deliveries), if anything
     decision, to_remember = _latest_decision(session, run, judged.decisions, latest)
     result = IngestResult(
         accepted=accepted,
@@ -168,30 +164,45 @@ def _replayed(session: Session, run: models.Run, batch: MetricBatch) -> IngestRe
 
 
 def _note_batch(
-    session: Session, run: models.Run, batch_id: str, accepted: int, duplicates: int, now: float
+    session: Session,
+    db: Database,
+    run: models.Run,
+    batch_id: str,
+    counts: tuple[int, int],
+    now: float,
+    deliveries: bool,
 ) -> None:
-    """The run's heartbeat and what judging moved (its judged step, stop and decision count), and the
-    batch id recorded so that a retry of it is applied at most once.
+    """The run's heartbeat and what judging moved (its judged step, stop and decision count); the batch id
+    recorded, with its ``counts`` (points accepted, duplicates), so that a retry of it is applied at most
+    once; and, on PostgreSQL, when the batch brought points, the notification that wakes other replicas'
+    long-polls (and their webhook senders when ``deliveries`` were enqueued) at commit.
 
     The run's row is written in Core, in the statement that writes the heartbeat: through the ORM it was a
     unit of work and a second UPDATE on every judged batch. The attributes are then marked as stored, so
     the session's flush does not write them again (and a savepoint rolled back under them expires the
-    session: :mod:`tracker.db.group_commit`)."""
+    session: :mod:`tracker.db.group_commit`). On PostgreSQL, where every statement is a round trip to the
+    server, the record and the notification ride in the same statement as common table expressions."""
     moment = datetime.fromtimestamp(now, timezone.utc)
     progress = {name: getattr(run, name) for name in _PROGRESS_COLUMNS}
-    session.execute(_PROGRESS, {"run_id": run.id, "moment": moment, **progress})
+    accepted, duplicates = counts
+    params = {
+        "run_id": run.id,
+        "moment": moment,
+        "batch_id": batch_id,
+        "accepted": accepted,
+        "duplicates": duplicates,
+        **progress,
+    }
+    if db.is_sqlite:  # nothing to notify: one process writes, and its wake-ups are in memory
+        session.execute(_PROGRESS, params)
+        session.execute(_RECORD, params)
+    elif accepted:
+        notice = {"channel": wakeups.CHANNEL, "payload": wakeups.payload(run.id, deliveries=deliveries)}
+        session.execute(_NOTED_AND_ANNOUNCED, {**params, **notice})
+    else:
+        session.execute(_NOTED, params)
     for name, value in progress.items():
         set_committed_value(run, name, value)
-    session.execute(
-        _RECORD,
-        {
-            "run_id": run.id,
-            "batch_id": batch_id,
-            "accepted": accepted,
-            "duplicates": duplicates,
-            "created_at": moment,
-        },
-    )
 
 
 def _build_rung_views(db: Database, experiment_id: int, rungs: list[tuple[int, int]]) -> None:
@@ -217,7 +228,13 @@ _run = models.Base.metadata.tables[models.Run.__tablename__]
 _SEEN = select(_batches.c.run_id).where(
     _batches.c.run_id == bindparam("run_id"), _batches.c.batch_id == bindparam("batch_id")
 )
-_RECORD = insert(_batches)
+_RECORD = insert(_batches).values(
+    run_id=bindparam("run_id"),
+    batch_id=bindparam("batch_id"),
+    accepted=bindparam("accepted"),
+    duplicates=bindparam("duplicates"),
+    created_at=bindparam("moment"),
+)
 # What judging changes on the run's row (tracker/services/judging.py), written with the heartbeat.
 _PROGRESS_COLUMNS = ("judged_step", "stop_step", "stop_rule", "decision_seq")
 _PROGRESS = (
@@ -228,6 +245,11 @@ _PROGRESS = (
         **{name: bindparam(name, type_=_run.c[name].type) for name in _PROGRESS_COLUMNS},
     )
 )
+# PostgreSQL: the progress, the record and the notification in one statement (pg_notify runs once: a CTE
+# calling a volatile function is evaluated once, and is delivered at commit as NOTIFY is).
+_NOTED = _PROGRESS.add_cte(_RECORD.cte("recorded"))
+_ANNOUNCED = select(func.pg_notify(bindparam("channel"), bindparam("payload")).label("sent")).cte("announced")
+_NOTED_AND_ANNOUNCED = _NOTED.add_cte(_ANNOUNCED).where(exists(select(literal(1)).select_from(_ANNOUNCED)))
 
 
 def _step_range(batch: MetricBatch) -> tuple[int, int]:

@@ -32,8 +32,13 @@ def announce(session: Session, run_id: int, *, deliveries: bool = False) -> None
     """Tell every replica, at commit, that ``run_id`` changed (PostgreSQL only; a no-op on SQLite)."""
     if session.get_bind().dialect.name != "postgresql":
         return
-    payload = f"{run_id}{_DELIVERIES if deliveries else ''}"
-    session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+    session.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload(run_id, deliveries=deliveries)})
+
+
+def payload(run_id: int, *, deliveries: bool = False) -> str:
+    """The notification that says ``run_id`` changed (and whether webhook deliveries were enqueued), for a
+    statement that sends it itself (``pg_notify(CHANNEL, payload)``; ingest sends it with its own write)."""
+    return f"{run_id}{_DELIVERIES if deliveries else ''}"
 
 
 class Listener:
