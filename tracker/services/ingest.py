@@ -121,30 +121,38 @@ def _ingest_in(
     def after_commit() -> None:
         keys.remember(created_keys)
         if latest is not None and to_remember is not None:
-            latest.remember(run_id, decision_seq, to_remember[0])
+            latest.remember(run_id, decision_seq, to_remember.decision)
         _build_rung_views(db, experiment_id, unviewed)
 
     return Ingested(result, judged.deliveries), after_commit
 
 
+@dataclass(frozen=True)
+class _Newest:
+    """What :class:`LatestDecisions` is to remember for a run once the batch has committed: its newest
+    decision that is not an alert (None: every decision so far is an alert)."""
+
+    decision: DecisionPublic | None
+
+
 def _latest_decision(
     session: Session, run: models.Run, made: list[models.Decision], latest: LatestDecisions | None
-) -> tuple[DecisionPublic, tuple[DecisionPublic | None] | None]:
+) -> tuple[DecisionPublic, _Newest | None]:
     """The run's newest decision for the trainer (alerts are for people), and what to remember of it once
-    the batch has committed (None: nothing new to remember). The newest non-alert this batch made is it;
-    else the one remembered at the run's ``decision_seq``; else it is read."""
+    the batch has committed (None: nothing new). The newest non-alert this batch made is it; else the one
+    remembered at the run's ``decision_seq``; else it is read."""
     for row in reversed(made):  # in the order of their seq
         if row.action != "alert":
             answer = decision_public(row)
-            return answer, (answer,)
+            return answer, _Newest(answer)
     known = latest.get(run) if latest is not None else None
     if known is not None:
         return known, None
     newest = decisions.latest_row(session, run)
-    if newest is None:
-        return no_decision(run), (None,) if run.decision_seq else None
+    if newest is None:  # no decision yet (nothing to remember), or only alerts
+        return no_decision(run), _Newest(None) if run.decision_seq else None
     answer = decision_public(newest)
-    return answer, (answer,)
+    return answer, _Newest(answer)
 
 
 def _nothing() -> None:
