@@ -1013,6 +1013,17 @@ PERCENT_TABLE = [
     ("above-100-before", "val/acc", [50.5, 120.5, 100.0, 100.0], None),
     ("one-percent-is-not-1", "val/acc", [0.5, 3.25, 1.0, 1.0], None),  # a share in percent at 1%
     ("share-as-before", "val/acc", [0.5, 0.9, 1.0, 1.0], 2),
+    # 1 is also 1.00%, CIFAR-100's chance level in percent (a constant prediction of its 100 balanced
+    # classes scores exactly that): while every value could be such a percent (all within 0.25 of 1), 1 is
+    # perfect only after a climb to it (3 new bests below 1 after the first value), not a hover around it
+    ("cifar100-percent-at-chance", "val/acc", [1.0, 0.99, 1.0, 1.0, 0.98, 1.0], None),
+    ("constant-prediction-after-a-dip", "val/acc", [0.97, 1.0, 1.0, 1.0], None),
+    ("hover-with-two-new-bests", "val/acc", [0.95, 0.97, 0.99, 1.0, 1.0], None),
+    ("then-shown-in-percent", "val/acc", [0.97, 1.0, 1.25, 4.5, 1.0], None),
+    ("share-risen-by-a-quarter", "val/acc", [0.75, 0.9, 1.0], 2),
+    ("share-climbs-from-0.85", "val/acc", [0.85, 0.87, 0.92, 0.98, 1.0], 4),
+    ("share-jumps-from-0.8", "val/acc", [0.8, 0.9, 1.0, 1.0], None),  # left to the other rules
+    ("not-named-a-share-near-1", "val/score", [0.97, 1.0], 1),  # no percent reading, as before
 ]
 
 
@@ -1052,6 +1063,20 @@ def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_sha
         values = [scale * v for v in accuracy]
         stop = stop_of(judge(DEFAULT_RULES, values, monitor="val_accuracy", ctx=Context(planned_steps=80)))
         assert (stop.rule, stop.step, stop.best_value) == ("perfect", 4, scale)
+
+
+def test_the_default_does_not_stop_a_cifar100_accuracy_in_percent_at_chance() -> None:
+    """A ``val/acc`` in percent on CIFAR-100's 10,000 test images sits at chance, exactly 1.00% while the
+    model predicts one class, for eight evaluations of a 100-evaluation plan, then climbs to 60%. Until
+    2026-11-26 the default read 1.0 after 0.99 as a share's perfect score and stopped it at its third
+    evaluation, keeping its first; now it sees the climb, and keeps a step of it."""
+    at_chance = [1.0, 0.99, 1.0, 1.0, 0.98, 1.0, 1.0, 1.0]
+    climb = [60 - 59 * math.exp(-0.08 * i) + 0.1 * math.sin(i) for i in range(1, 93)]
+    values = [round(v, 2) for v in at_chance + climb]
+    evaluation = judge(DEFAULT_RULES, values, monitor="val/acc", ctx=Context(planned_steps=99))
+    assert all(v.rule != "perfect" for v in evaluation.verdicts)
+    stop = stop_of(evaluation)
+    assert stop is None or (stop.step > 30 and stop.best_value > 55), stop
 
 
 def _coarse_run(seed: int, n: int = 80, samples: int = 30) -> tuple[list[float], list[float]]:

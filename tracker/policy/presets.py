@@ -20,7 +20,9 @@ from tracker.policy._types import Mode
 #   +36.2 / +26.9 / +24.6 / +28.6 pp to the sum of the 10 corpus margins on seeds 0 / 1 / 2 / 3 (seeds 1-3
 #   held out), every mean regret unchanged; accuracy alone and without a plan alike; OPDA never reaches it.
 #   Waiting for a second perfect evaluation saved less (seed 1 +77.3 against +90.9 before the loss mends)
-#   at the same regrets: the step kept is the first either way.
+#   at the same regrets: the step kept is the first either way. Since 2026-11-26, for a monitor named as a
+#   share, 1 is not perfect while the values could be a percent at 1% (CIFAR-100's chance level) unless
+#   they climbed to it (tracker.policy._percent.CLIMB_TO_ONE).
 # - degenerate: a model whose metric keeps returning to exactly the same few values after its
 #   learning-rate warm-up: collapsed from where it had climbed (stopped at once), or stuck where it started
 #   (stopped only past 40% of its plan: long flat starts do climb, at up to 30% of the plan in OPDA and the

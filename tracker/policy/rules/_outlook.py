@@ -449,6 +449,7 @@ class Outlook(Rule[OutlookParams]):
             high,
             between=any(0.0 < v < 1.0 for v in kept),
             percent=self._share and any(in_percent(v) for v in kept),
+            named_share=self._share,
         )
         if perfect is None:
             return None

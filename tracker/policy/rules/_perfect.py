@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._percent import in_percent, names_a_share
+from tracker.policy._percent import CLIMB_TO_ONE, could_be_percent_at_one, in_percent, names_a_share
 from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 
 
@@ -47,7 +47,8 @@ class Perfect(Rule[PerfectParams]):
         # The range of the finite values so far, whether one lay strictly between 0 and 1 (a share), and how
         # many evaluations in a row have been perfect. ``percent`` (a fraction strictly between 1 and 100
         # seen, for a monitor named as a share) is added when first seen: other monitors' states are as
-        # before.
+        # before, and so is ``rises`` (the new bests below 1 after the first value, for a monitor named as a
+        # share).
         return {"low": None, "high": None, "between": False, "run": 0}
 
     def observe(self, state: State, obs: Observation, ctx: Context) -> tuple[State, Verdict | None]:
@@ -64,11 +65,15 @@ class Perfect(Rule[PerfectParams]):
             state["between"] = True
         if self._share and not state.get("percent") and in_percent(value):
             state["percent"] = True
+        if self._share and value < 1.0 and ctx.best.improved and low is not None:
+            state["rises"] = state.get("rises", 0) + 1  # a new best below 1, after the first value
         if value != (1.0 if self.mode == "max" else 0.0) and (value != 100.0 or not self._share):
             if state["run"]:
                 state["run"] = 0
             return state, None
         perfect = self._perfect_score(state)
+        if perfect is None and value == 1.0 and state.get("rises", 0) >= CLIMB_TO_ONE and state["between"]:
+            perfect = 1.0  # values that could be a percent at 1%, but they climbed to 1: a share's perfect
         state["run"] = state["run"] + 1 if perfect == value else 0
         if state["run"] < self.params.hold:
             return state, None
@@ -104,20 +109,24 @@ class Perfect(Rule[PerfectParams]):
             state["high"],
             between=state["between"],
             percent=state.get("percent", False),
+            named_share=self._share,
         )
 
 
 def perfect_score(
-    mode: Mode, low: float, high: float, *, between: bool, percent: bool = False
+    mode: Mode, low: float, high: float, *, between: bool, percent: bool = False, named_share: bool = False
 ) -> float | None:
     """The best score a metric can take, read from its values so far (their lowest and highest, whether one
     lay strictly between 0 and 1, and, for a monitor named as a share, whether one was :func:`in_percent`):
     1 in mode max for a share, 100 for a share in percent, 0 in mode min for a non-negative metric; None
-    when the values say no such bound holds."""
+    when the values say no such bound holds, or, for a monitor named as a share (``named_share``), while they
+    could still be a share in percent at about 1% (:func:`could_be_percent_at_one`)."""
     if mode == "max":
         if low < 0.0:
             return None
         if between and high <= 1.0:
+            if named_share and could_be_percent_at_one(low, high, percent=percent):
+                return None
             return 1.0
         return 100.0 if percent and high <= 100.0 else None
     return 0.0 if low >= 0.0 else None
