@@ -166,7 +166,7 @@ class Run:
         """True once the tracker has decided this run should stop.
 
         Called after ``log()`` of the monitored metric at step s, it answers for step s: it waits for the
-        tracker's verdict on s (one judged round trip, ~2 ms on loopback: the sender posts it at once),
+        tracker's verdict on s (one judged round trip, ~2 ms on loopback: the step's batch goes as it asks),
         at most ``decision_timeout`` seconds. Calls with no new monitored value since the last answer read
         memory (well under a microsecond). It never waits while the tracker is away: the loop goes on,
         and the answer is the latest decision received. A verdict later than the bound is said once; the

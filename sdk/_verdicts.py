@@ -90,6 +90,7 @@ class Verdicts:
         """Wait, boundedly, for the tracker's verdict on the monitored step this process logged last.
         Returns that step once its verdict is known (answers are exact), else None (they come from
         memory). Only rank 0 waits. Never raises."""
+        sender.step_complete()  # the loop asks: what it logged at the step goes with it, now
         target = sender.monitor_step
         if target is None or self._rank != 0:
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 import socket
 import subprocess
@@ -308,3 +309,46 @@ def test_finish_says_what_is_left_in_the_spool_and_the_run_shows_it_until_sync(
             ).json()
             steps += page["steps"]
         assert steps == list(range(200_000))
+
+
+def _default_stop(acc: list[float], companions: list[dict[str, float]], plan: int) -> tuple[int | None, str]:
+    """Where the default policy stops ``acc`` (watched as ``val/acc``) given each step's companion keys:
+    the pure engine, as the tracker runs it."""
+    from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+
+    policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max"})
+    observations = [Observation(i, a, 0.0, c) for i, (a, c) in enumerate(zip(acc, companions, strict=True))]
+    evaluation = evaluate(policy, initial_states(policy), observations, Context(planned_steps=plan))
+    stops = [v.rule for v in evaluation.verdicts if v.action == "stop"]
+    return evaluation.stop_step, stops[0] if stops else ""
+
+
+def test_keys_logged_after_the_monitored_value_at_its_step_are_judged_with_it(
+    tracker: TrackerProcess,
+) -> None:
+    """A loop that logs the rate and the validation loss in a call after the accuracy's, at the same step,
+    has the default judge each step with that step's rate: it stops where the same keys logged in one call
+    stop it. Until 2026-11-26 the accuracy's batch went as it was logged, the tracker read the rate of the
+    step before, and this run stopped one evaluation late (at the step the engine gives for rates one
+    evaluation late, asserted to differ below, so this test can tell)."""
+    n = 40
+    acc = [round(0.9 * (1 - math.exp(-0.3 * (i + 1))), 4) for i in range(n)]
+    companions = [
+        {"lr": 0.1 * (1 - i / n), "val_loss": round(1.5 * math.exp(-0.3 * i) + 0.3, 4)} for i in range(n)
+    ]
+    exact = _default_stop(acc, companions, n - 1)
+    late = _default_stop(acc, [{}, *companions[:-1]], n - 1)
+    assert exact[0] is not None
+    assert late != exact
+    with sdk.init(
+        project="sdk", experiment="companions", monitor="val/acc", planned_steps=n - 1, url=tracker.url
+    ) as run:
+        stopped_at = None
+        for step in range(n):
+            run.log({"val/acc": acc[step]}, step=step)
+            time.sleep(0.01)  # the loop's work in between: the scheduler's step, the loss's own evaluation
+            run.log(companions[step], step=step)
+            if run.should_stop():
+                stopped_at = step
+                break
+        assert (stopped_at, run.latest.rule) == exact
