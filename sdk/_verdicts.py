@@ -21,9 +21,10 @@ from sdk._transport import RejectedError, RetryableError, Transport
 logger = logging.getLogger("plateau")
 
 # Alerts the training process is told about as a warning (once each): the policy cannot work as asked
-# (no monitored metric), saw monitored steps out of order (judged late, by fewer rules), or saw them pass
-# the run's planned end (judged from there as a run with no plan).
-_WARNED_ALERTS = frozenset({"missing_monitor", "late", "plan_passed"})
+# (no monitored metric), saw monitored steps out of order (judged late, by fewer rules), saw them pass
+# the run's planned end (judged from there as a run with no plan), or got a key its rules read (a rate, a
+# loss) after the step it belongs to was judged.
+_WARNED_ALERTS = frozenset({"missing_monitor", "late", "plan_passed", "companion_late"})
 
 
 class Verdicts:

@@ -88,6 +88,58 @@ def test_late_finite_points_are_said_to_be_late_once(client: httpx.Client) -> No
     assert answers[-1]["decision"]["action"] != "alert"
 
 
+def test_a_rate_sent_after_its_step_was_judged_is_said_once(client: httpx.Client) -> None:
+    """The default reads the learning rate at each judged step; a client that sends it in a batch after the
+    monitored value's judges that step with the rate before it. Said once, as an alert naming the key."""
+    run = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=100)
+    first = post(client, run["id"], _series("val/acc", [0, 1], [0.3, 0.4])).json()
+    assert first["decisions"][-1]["rule"] == "checkpoint"
+    answers = [post(client, run["id"], _series("lr", [1], [0.1])).json()]
+    answers.append(
+        post(
+            client,
+            run["id"],
+            {"series": [*_series("val/acc", [2], [0.5])["series"], *_series("lr", [2], [0.1])["series"]]},
+        ).json()
+    )
+    answers.append(post(client, run["id"], _series("val/acc", [3], [0.6])).json())
+    answers.append(post(client, run["id"], _series("lr", [3], [0.1])).json())  # again: not said again
+    answers.append(post(client, run["id"], _series("lr", [0], [0.1])).json())  # not the step judged last
+    alerts = [d for a in answers for d in a["decisions"] if d["action"] == "alert"]
+    assert [(d["rule"], d["step"]) for d in alerts] == [("companion_late", 1)]
+    assert alerts[0]["reason"].startswith(
+        "lr at step 1 (0.1) arrived after step 1 of val/acc had been judged, so the rules read no value of it"
+    )
+    assert alerts[0]["evidence"] == {
+        "key": "lr",
+        "step": 1,
+        "monitor": "val/acc",
+        "value": 0.1,
+        "read_instead": None,
+    }
+    assert answers[0]["decision"]["action"] != "alert"  # alerts are for people
+    decisions = client.get(f"/api/v1/runs/{run['id']}/decisions").json()["data"]
+    assert [d["rule"] for d in decisions if d["action"] == "alert"] == ["companion_late"]
+
+
+def test_a_late_rate_that_the_rules_read_anyway_is_not_said(client: httpx.Client) -> None:
+    """A rate logged every step whose value at the judged step arrives after it changed nothing the rules
+    read (the value before it is the same to 1%): not said; one that changed is."""
+    run = create_run(client, {"monitor": "val_loss", "mode": "min"}, planned_steps=100)
+    post(
+        client,
+        run["id"],
+        {"series": [_series("val_loss", [0], [2.0])["series"][0], _series("lr", [0], [0.1])["series"][0]]},
+    )
+    post(client, run["id"], _series("val_loss", [1], [1.5]))
+    same = post(client, run["id"], _series("lr", [1], [0.0999])).json()
+    post(client, run["id"], _series("val_loss", [2], [1.2]))
+    changed = post(client, run["id"], _series("lr", [2], [0.01])).json()
+    assert [d["rule"] for d in same["decisions"]] == []
+    assert [(d["rule"], d["step"]) for d in changed["decisions"]] == [("companion_late", 2)]
+    assert "so the rules read 0.0999, its value before that step" in changed["decisions"][0]["reason"]
+
+
 def _raw(client: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
     return client.request(method, path, content=text, headers={"content-type": "application/json"})
 

@@ -352,3 +352,5 @@ def test_keys_logged_after_the_monitored_value_at_its_step_are_judged_with_it(
                 stopped_at = step
                 break
         assert (stopped_at, run.latest.rule) == exact
+    decisions = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/decisions").json()["data"]
+    assert "companion_late" not in {d["rule"] for d in decisions}  # what the tracker says when it lags

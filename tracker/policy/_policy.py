@@ -81,6 +81,14 @@ class PolicySpec(BaseModel):
         """Metric keys besides ``monitor`` that the rules read."""
         return {key for rule in self.build() if not rule.per_rank for key in rule.required_keys()}
 
+    def companion_keys(self) -> tuple[str, ...]:
+        """:meth:`required_keys` in a fixed order, built once per spec (ingest asks on every batch)."""
+        return self._companions
+
+    @cached_property
+    def _companions(self) -> tuple[str, ...]:
+        return tuple(sorted(self.required_keys()))
+
     def per_rank_keys(self) -> set[str]:
         """Keys watched by per-rank rules (distributed health, on every rank)."""
         return {rule.watch_key() for rule in self.build() if rule.per_rank}

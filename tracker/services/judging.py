@@ -24,6 +24,7 @@ from tracker.policy import (
     initial_states,
 )
 from tracker.policy._plan import plan_passed_alert
+from tracker.policy._types import fmt
 from tracker.schemas._common import json_safe
 from tracker.services import _point_store, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
@@ -73,6 +74,9 @@ def judge(
     verdicts: list[Verdict] = []
     if run.judged_step < 0 and monitor_id is None:
         verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
+    arrived_late = _companion_after_its_step(run, policy, key_ids, fresh)
+    if arrived_late is not None:
+        verdicts += _companion_late_alert(session, run, policy, fresh, *arrived_late)
     if not per_rank and not ready and not verdicts and not late:
         # Nothing for the rules in this batch (training metrics only): leave their state unread.
         return NOTHING
@@ -235,6 +239,73 @@ def _judge_late(
             },
         )
     ]
+
+
+def _companion_after_its_step(
+    run: models.Run, policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
+) -> tuple[str, int] | None:
+    """A key the rules read beside the monitored metric (a learning rate, a loss), and its id, that this
+    batch brings at the step judged last, of a running run: the rules judged that step with the key's value
+    before it. None in the common case (the key comes with or before the monitored value), at a dict
+    look-up a key."""
+    step = run.judged_step
+    if step < 0 or run.stop_step is not None:
+        return None
+    for key in policy.companion_keys():
+        key_id = key_ids.get(key)
+        if key_id is not None and step in fresh.get((key_id, 0), ()):
+            return key, key_id
+    return None
+
+
+def _companion_late_alert(
+    session: Session, run: models.Run, policy: PolicySpec, fresh: NewPoints, key: str, key_id: int
+) -> list[Verdict]:
+    """The first time a run's companion key arrives after its step was judged, with a value other than the
+    one the rules read instead (the key's value before the step, or none): an alert that says so, and how
+    to log it (said once a run: a loop that does it once does it every step). A rate logged every batch,
+    whose value at the step is the one before it to 1%, changed nothing, and is not said."""
+    step = run.judged_step
+    said = session.execute(
+        select(models.Decision.seq)
+        .where(models.Decision.run_id == run.id, models.Decision.rule == COMPANION_LATE)
+        .limit(1)
+    ).first()
+    if said is not None:
+        return []
+    arrived = fresh[(key_id, 0)][step][0]
+    before = _point_store.newest(session, run.id, key_id, 0, 1, at_or_before=step - 1).values.tolist()
+    if before and math.isclose(before[-1], arrived, rel_tol=_SAME_COMPANION):
+        return []
+    return [
+        Verdict(
+            action="alert",
+            rule=COMPANION_LATE,
+            step=step,
+            reason=(
+                f"{key} at step {step} ({fmt(arrived)}) arrived after step {step} of {policy.monitor} had "
+                "been judged, so the rules read "
+                + (f"{fmt(before[-1])}, its value before that step" if before else "no value of it")
+                + f"; log it in the same call as {policy.monitor} "
+                "or before it (the SDK's batch for a monitored step waits for the rest of the step until the "
+                "loop calls should_stop() or should_checkpoint(), logs another step, or 0.1 s have passed)"
+            ),
+            evidence={
+                "key": key,
+                "step": step,
+                "monitor": policy.monitor,
+                "value": arrived,
+                "read_instead": before[-1] if before else None,
+            },
+        )
+    ]
+
+
+COMPANION_LATE = "companion_late"
+"""The rule name of the alert :func:`_companion_late_alert` records."""
+
+_SAME_COMPANION = 0.01
+"""How close (relative) a late companion value may be to the one the rules read instead and not be said."""
 
 
 def _per_rank_observations(
