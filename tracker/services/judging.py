@@ -209,12 +209,7 @@ def _judge_late(
     if stop is not None:
         run.stop_step, run.stop_rule = stop.step, stop.rule
         return [stop]
-    said = session.execute(
-        select(models.Decision.seq)
-        .where(models.Decision.run_id == run.id, models.Decision.rule == "late")
-        .limit(1)
-    ).first()
-    if said is not None:
+    if _alerted_before(session, run, "late"):
         return []
     steps = sorted(obs.step for obs in late)
     judges = [rule.name for rule in policy.build() if rule.judges_late]
@@ -239,6 +234,15 @@ def _judge_late(
             },
         )
     ]
+
+
+def _alerted_before(session: Session, run: models.Run, rule: str) -> bool:
+    """Whether the run has an alert of ``rule`` already (those said once a run)."""
+    decision = models.Decision
+    said = session.execute(
+        select(decision.seq).where(decision.run_id == run.id, decision.rule == rule).limit(1)
+    ).first()
+    return said is not None
 
 
 def _companion_after_its_step(
@@ -266,12 +270,7 @@ def _companion_late_alert(
     to log it (said once a run: a loop that does it once does it every step). A rate logged every batch,
     whose value at the step is the one before it to 1%, changed nothing, and is not said."""
     step = run.judged_step
-    said = session.execute(
-        select(models.Decision.seq)
-        .where(models.Decision.run_id == run.id, models.Decision.rule == COMPANION_LATE)
-        .limit(1)
-    ).first()
-    if said is not None:
+    if _alerted_before(session, run, COMPANION_LATE):
         return []
     arrived = fresh[(key_id, 0)][step][0]
     before = _point_store.newest(session, run.id, key_id, 0, 1, at_or_before=step - 1).values.tolist()
