@@ -71,12 +71,22 @@ def names_a_share(monitor: str) -> bool:
 
 
 def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
-    """``mode`` itself when it is ``min`` or ``max``; for ``auto``, the direction the name says (see
-    :func:`infer_mode`), else ``min`` with a warning naming the monitor (judged as a loss, as before
-    ``auto`` existed)."""
-    if mode != "auto":
-        return mode
+    """``mode`` itself when it is ``min`` or ``max`` (with a warning when the name says the other way); for
+    ``auto``, the direction the name says (see :func:`infer_mode`), else ``min`` with a warning naming the
+    monitor (judged as a loss, as before ``auto`` existed)."""
     inferred = infer_mode(monitor)
+    if mode != "auto":
+        if inferred is not None and inferred != mode:
+            # A loss example's mode kept for an accuracy (the quickstart watches val/loss in mode min): the
+            # run would keep its worst epoch and stop while it improves. As asked, but said.
+            warnings.warn(
+                f"plateau: mode={mode!r} for {monitor!r}, whose name says it improves "
+                f"{'upwards' if inferred == 'max' else 'downwards'} (mode={inferred!r}); judged with "
+                f"mode={mode!r} as asked: leave mode out to have it read from the name",
+                UserWarning,
+                stacklevel=4,  # the caller of sdk.init
+            )
+        return mode
     if inferred is not None:
         return inferred
     warnings.warn(

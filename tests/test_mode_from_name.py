@@ -64,12 +64,26 @@ def test_a_share_is_told_by_its_name_for_reading_percent(monitor: str, share: bo
 
 def test_a_mode_given_is_kept_and_a_name_that_says_nothing_is_a_loss_with_a_warning() -> None:
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a mode given, or a name that says it: no warning
-        assert resolve_mode("val/acc", "min") == "min"
-        assert resolve_mode("val/loss", "max") == "max"
+        warnings.simplefilter("error")  # a mode that agrees with the name, or the name's own: no warning
+        assert resolve_mode("val/acc", "max") == "max"
+        assert resolve_mode("val/loss", "min") == "min"
+        assert resolve_mode("score", "min") == "min"  # the name says nothing: the mode given is the word
         assert resolve_mode("val/acc", "auto") == "max"
     with pytest.warns(UserWarning, match=r"cannot tell from the name 'val'.*mode='max'"):
         assert resolve_mode("val", "auto") == "min"
+
+
+@pytest.mark.parametrize(
+    ("monitor", "mode", "says"), [("val/acc", "min", "upwards"), ("val/loss", "max", "downwards")]
+)
+def test_a_mode_given_against_the_name_is_kept_and_said(monitor: str, mode: str, says: str) -> None:
+    """The quickstart watches ``val/loss`` in mode ``min``; a loop that swaps in ``val/acc`` and keeps the
+    mode would keep its worst epoch and stop while it improves. Judged as asked (added 2026-11-26: silent
+    before), with a warning that names the direction the name says."""
+    with pytest.warns(
+        UserWarning, match=rf"mode='{mode}' for '{monitor}', whose name says it improves {says}"
+    ):
+        assert resolve_mode(monitor, mode) == mode
 
 
 def test_the_tracker_reads_a_policy_without_a_mode_as_its_monitor_names_it() -> None:
