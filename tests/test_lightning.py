@@ -14,6 +14,7 @@ import pytest
 from tests._server import TrackerProcess
 
 pytest.importorskip("lightning")
+import lightning.pytorch as pl
 import torch
 
 from sdk.integrations.lightning import PlateauCallback
@@ -117,3 +118,57 @@ def test_the_plan_is_declared_from_the_trainers_limits(options, step_unit, plann
         trainer.fit_loop.max_epochs = 1000
     callback = PlateauCallback(step_unit=step_unit)
     assert callback._planned_steps(trainer) == planned
+
+
+class _EpochMeans(pl.Callback):
+    """Lightning's own training mean of each epoch, as it stands at that epoch's end."""
+
+    def __init__(self) -> None:
+        self.means: list[float] = []
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.means.append(float(trainer.callback_metrics["train_loss"]))
+
+
+def test_a_training_mean_is_stored_at_its_own_epoch_and_judged_with_it(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """``train_loss`` logged ``on_epoch`` is reduced at the epoch's end, after the validation. Until
+    2026-11-26 the callback logged, at each validation's end, the previous epoch's mean still held in
+    ``callback_metrics``, at the current epoch (every stored value one epoch late), and the default's
+    rules, which read the training loss, got it after the step was judged (a ``companion_late`` alert)."""
+    callback = PlateauCallback(project="lightning", experiment="means", monitor="val_loss", url=tracker.url)
+    means = _EpochMeans()
+    trainer = cpu_trainer(callback, tmp_path, 8, devices=1)
+    trainer.callbacks.append(means)
+    train, val = loaders()
+    trainer.fit(Scripted([1.0 / (e + 1) for e in range(8)]), train, val)
+    assert callback.run is not None
+    stored = history(tracker.url, callback.run.id, "train_loss")
+    assert [step for step, _ in stored] == list(range(8))
+    assert [value for _, value in stored] == pytest.approx(means.means)
+    decisions = httpx.get(f"{tracker.url}/api/v1/runs/{callback.run.id}/decisions").json()["data"]
+    assert "companion_late" not in {d["rule"] for d in decisions}
+
+
+def test_an_epoch_without_a_validation_logs_no_validation_values(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """With ``check_val_every_n_epoch=2`` the epochs between validations used to log the last validation's
+    values again (``callback_metrics`` keeps them), and the rules judged each twice: patience counted a
+    repeat as an evaluation without improvement."""
+    callback = PlateauCallback(
+        project="lightning",
+        experiment="every-2",
+        monitor="val_loss",
+        mode="min",
+        rules=RULES,
+        url=tracker.url,
+    )
+    trainer = cpu_trainer(callback, tmp_path, 8, devices=1, check_val_every_n_epoch=2)
+    train, val = loaders()
+    trainer.fit(Scripted([1.0 - 0.1 * e for e in range(8)]), train, val)
+    assert callback.run is not None
+    assert [step for step, _ in history(tracker.url, callback.run.id, "val_loss")] == [1, 3, 5, 7]
+    assert [step for step, _ in history(tracker.url, callback.run.id, "train_loss")] == list(range(8))
+    assert callback.stop_decision is None  # a new best at every validation

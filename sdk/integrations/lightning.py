@@ -1,8 +1,10 @@
 """Plateau for Lightning: ``trainer = Trainer(callbacks=[PlateauCallback(monitor="val_loss")])``.
 
-The callback logs what Lightning logs (``trainer.callback_metrics``, at the epoch or the global step), asks
-the tracker for its verdict on each judged step, and obeys it on every rank alike (the strategy reduces
-the verdict, so all ranks stop at the same epoch and all take part in a checkpoint):
+The callback logs what Lightning logs (``trainer.callback_metrics``, at the epoch or the global step: each
+key at the end of the loop that produced it), asks the tracker for its verdict on each judged step (a
+validation after the epoch's last batch at the epoch's end, with the epoch's training means), and obeys it
+on every rank alike (the strategy reduces the verdict, so all ranks stop at the same epoch and all take part
+in a checkpoint):
 
 - ``stop``: sets ``trainer.should_stop``; Lightning ends the fit after the current epoch.
 - ``checkpoint`` (a new best): saves through ``trainer.save_checkpoint`` to ``dirpath/filename.ckpt``,
@@ -45,6 +47,37 @@ def _number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def _fresh_keys(trainer: pl.Trainer) -> set[str] | None:
+    """The keys the loop that has just ended logged (``trainer._results``: validation's at a validation's
+    end, the training epoch's at its end), under every name Lightning gives them (``train_loss``,
+    ``train_loss_step``, ``train_loss_epoch``); None where this Lightning does not say, and every key then
+    counts. ``callback_metrics`` also holds the other loop's last values: at a validation's end the
+    previous epoch's training means, at the end of an epoch without a validation the last validation's.
+    Until 2026-11-26 those were logged at the step at hand: a training loss logged ``on_epoch`` was stored
+    one epoch late (epoch 3 held epoch 2's mean), and with ``check_val_every_n_epoch=2`` every epoch
+    without a validation repeated the last validation's values, which the rules then judged again."""
+    try:
+        results = trainer._results
+        if results is None:
+            return None
+        keys: set[str] = set()
+        for result in results.values():
+            meta = result.meta
+            keys.update((meta.name, meta.forked_name(True), meta.forked_name(False)))
+        return keys
+    except Exception:  # another Lightning's internals: log what callback_metrics holds, as before
+        return None
+
+
+def _at_epoch_end(trainer: pl.Trainer) -> bool:
+    """Whether the validation that has just ended ran after the training epoch's last batch (Lightning's
+    default, ``val_check_interval=1.0``), not inside the epoch; False where this Lightning does not say."""
+    try:
+        return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
+    except Exception:
+        return False
 
 
 class PlateauCallback(Callback):
@@ -185,29 +218,32 @@ class PlateauCallback(Callback):
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._log_and_obey(trainer)
+            # A validation at the end of a training epoch is judged at that epoch's end, with the training
+            # means Lightning reduces only then (a rule that reads the training loss reads this epoch's).
+            self._log_and_obey(trainer, judge=not _at_epoch_end(trainer))
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._log_and_obey(trainer)
+        self._log_and_obey(trainer, judge=True)
 
     def _step(self, trainer: pl.Trainer) -> int:
         return trainer.current_epoch if self.step_unit == "epoch" else trainer.global_step
 
-    def _log_and_obey(self, trainer: pl.Trainer) -> None:
+    def _log_and_obey(self, trainer: pl.Trainer, *, judge: bool) -> None:
         run = self.run
         if run is None:
             return
         step = self._step(trainer)
         logged = self._logged.setdefault(step, set())
+        fresh = _fresh_keys(trainer)
         metrics = {}
         for key, value in trainer.callback_metrics.items():
             number = _number(value)
-            if key not in logged and number is not None:
+            if key not in logged and number is not None and (fresh is None or key in fresh):
                 metrics[key] = number
         if metrics:
             logged.update(metrics)
             run.log(metrics, step=step)
-        if self.monitor is None or self.monitor not in logged or step in self._judged:
+        if not judge or self.monitor is None or self.monitor not in logged or step in self._judged:
             return
         self._judged.add(step)
         decision = run.decision(step, timeout=self.decision_timeout)
