@@ -111,6 +111,10 @@ def test_trainer_saves_stops_and_resumes_where_plateau_decides(
     assert (summary["stopped_step"], summary["stopped_by"]) == (stop, "patience")
     keys = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/keys").json()["keys"]
     assert {"eval_loss", "loss", "lr"} <= set(keys)
+    # The Trainer's figures of the whole training are the run's summary, not points of a series.
+    assert not {"train_runtime", "train_loss", "total_flos"} & set(keys)
+    assert summary["transformers_train_runtime"] > 0
+    assert summary["transformers_train_loss"] > 0
 
     # Resumed once more, a run Plateau has stopped stops at its first evaluation: nothing is left to learn.
     again = _trainer(output, _callback(tracker))

@@ -56,6 +56,10 @@ def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+# A key only the Trainer's log at the end of training carries (beside train_loss, total_flos, ...).
+_TRAINING_DONE = "train_runtime"
+
+
 class PlateauCallback(TrainerCallback):
     """Plateau's decisions for a ``transformers.Trainer``. Give an existing ``run``, or the keyword
     arguments of :func:`sdk.init` (``project``, ``experiment``, ``name``, ``rules``, ``url`` ...; the run is
@@ -110,7 +114,12 @@ class PlateauCallback(TrainerCallback):
         # Evaluation metrics come through on_evaluate, judged there; the rest is logged here.
         if self.run is not None and state.is_world_process_zero and logs:
             values = {k: v for k, v in _numbers(logs).items() if not k.startswith("eval_")}
-            if values:
+            if _TRAINING_DONE in values:
+                # The Trainer's figures of the whole training (its runtime, its mean training loss): the
+                # run's summary, not points of its series. Logged as points, its ``train_loss`` (a mean over
+                # every step) came after the last evaluation was judged, and read as a training loss.
+                self.run.update_summary({f"transformers_{key}": value for key, value in values.items()})
+            elif values:
                 self.run.log(values, step=state.global_step)
 
     def on_evaluate(
