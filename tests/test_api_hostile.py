@@ -140,6 +140,44 @@ def test_a_late_rate_that_the_rules_read_anyway_is_not_said(client: httpx.Client
     assert "so the rules read 0.0999, its value before that step" in changed["decisions"][0]["reason"]
 
 
+def _together(*series: dict[str, Any]) -> dict[str, Any]:
+    return {"series": [one for body in series for one in body["series"]]}
+
+
+def test_a_rate_logged_in_another_step_unit_than_the_monitor_is_said_once(client: httpx.Client) -> None:
+    """The rate at the global step, the validation at the epoch: the rules read the rate at or before each
+    epoch's step, from the start of training, and the default's rate guards never lift. Said once."""
+    run = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=20)
+    answers = [
+        post(
+            client, run["id"], _together(_series("val/acc", [0], [0.3]), _series("lr", [0, 1, 2], [0.1] * 3))
+        ),
+        post(
+            client,
+            run["id"],
+            _together(_series("lr", [400, 401], [0.09] * 2), _series("val/acc", [1], [0.5])),
+        ),
+        post(client, run["id"], _together(_series("val/acc", [2], [0.6]), _series("lr", [800], [0.08]))),
+    ]
+    alerts = [d for a in answers for d in a.json()["decisions"] if d["action"] == "alert"]
+    assert [(d["rule"], d["step"]) for d in alerts] == [("companion_steps", 1)]
+    assert alerts[0]["reason"].startswith(
+        "lr comes at steps from 400 in the batch that brings val/acc at step 1"
+    )
+    assert alerts[0]["evidence"] == {"key": "lr", "key_step": 400, "monitor": "val/acc", "monitor_step": 1}
+    # One step unit: the rate logged over the next training steps, in the validation's batch, says nothing.
+    same = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=2000)
+    quiet = [
+        post(
+            client,
+            same["id"],
+            _together(_series("val/acc", [s], [0.5]), _series("lr", [s + 1, s + 2], [0.1] * 2)),
+        )
+        for s in (0, 400, 800)
+    ]
+    assert [d["rule"] for a in quiet for d in a.json()["decisions"] if d["action"] == "alert"] == []
+
+
 def _raw(client: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
     return client.request(method, path, content=text, headers={"content-type": "application/json"})
 

@@ -77,6 +77,8 @@ def judge(
     arrived_late = _companion_after_its_step(run, policy, key_ids, fresh)
     if arrived_late is not None:
         verdicts += _companion_late_alert(session, run, policy, fresh, *arrived_late)
+    if ready:
+        verdicts += _companion_in_other_steps(session, run, policy, key_ids, fresh, ready[-1].step)
     if not per_rank and not ready and not verdicts and not late:
         # Nothing for the rules in this batch (training metrics only): leave their state unread.
         return NOTHING
@@ -299,6 +301,50 @@ def _companion_late_alert(
         )
     ]
 
+
+def _companion_in_other_steps(
+    session: Session,
+    run: models.Run,
+    policy: PolicySpec,
+    key_ids: dict[str, int],
+    fresh: NewPoints,
+    step: int,
+) -> list[Verdict]:
+    """The first time a batch brings the monitored metric at ``step`` and a key the rules read beside it
+    only at steps far past it (every one beyond ``2 * step + 10``): the two are logged in different step
+    units (the rate at the global step, the validation at the epoch), and the rules, which read the key at
+    or before each monitored step, read it from the start of training. An alert that says so, once a run."""
+    for key in policy.companion_keys():
+        key_id = key_ids.get(key)
+        points = fresh.get((key_id, 0)) if key_id is not None else None
+        if not points:
+            continue
+        first = min(points)
+        if first <= 2 * step + _OTHER_STEPS_SLACK or _alerted_before(session, run, COMPANION_STEPS):
+            continue
+        return [
+            Verdict(
+                action="alert",
+                rule=COMPANION_STEPS,
+                step=step,
+                reason=(
+                    f"{key} comes at steps from {first} in the batch that brings {policy.monitor} at step "
+                    f"{step}: they seem to be logged in different step units (a global step and an epoch), "
+                    f"and the rules read {key} at or before each step of {policy.monitor}, so from the start "
+                    f"of training; log both with the same step= (or {policy.monitor} at the global step)"
+                ),
+                evidence={"key": key, "key_step": first, "monitor": policy.monitor, "monitor_step": step},
+            )
+        ]
+    return []
+
+
+COMPANION_STEPS = "companion_steps"
+"""The rule name of the alert :func:`_companion_in_other_steps` records."""
+
+_OTHER_STEPS_SLACK = 10
+"""Steps past twice the monitored one before a companion key's steps are taken for another unit: a loop
+logs the next few training steps before its validation's batch goes."""
 
 COMPANION_LATE = "companion_late"
 """The rule name of the alert :func:`_companion_late_alert` records."""
