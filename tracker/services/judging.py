@@ -5,6 +5,7 @@ the decisions recorded with their webhook deliveries. Called by ingest inside it
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -257,11 +258,21 @@ def _companion_after_its_step(
     step = run.judged_step
     if step < 0 or run.stop_step is not None:
         return None
+    return next(
+        ((key, key_id) for key, key_id, points in _companions_in(policy, key_ids, fresh) if step in points),
+        None,
+    )
+
+
+def _companions_in(
+    policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
+) -> Iterator[tuple[str, int, dict[int, tuple[float, float]]]]:
+    """The keys the rules read beside the monitored metric that this batch brings on rank 0: each with its
+    id and its new points (step -> value, wall time), in the policy's order."""
     for key in policy.companion_keys():
         key_id = key_ids.get(key)
-        if key_id is not None and step in fresh.get((key_id, 0), ()):
-            return key, key_id
-    return None
+        if key_id is not None and (points := fresh.get((key_id, 0))):
+            yield key, key_id, points
 
 
 def _companion_late_alert(
@@ -314,29 +325,26 @@ def _companion_in_other_steps(
     only at steps far past it (every one beyond ``2 * step + 10``): the two are logged in different step
     units (the rate at the global step, the validation at the epoch), and the rules, which read the key at
     or before each monitored step, read it from the start of training. An alert that says so, once a run."""
-    for key in policy.companion_keys():
-        key_id = key_ids.get(key)
-        points = fresh.get((key_id, 0)) if key_id is not None else None
-        if not points:
-            continue
-        first = min(points)
-        if first <= 2 * step + _OTHER_STEPS_SLACK or _alerted_before(session, run, COMPANION_STEPS):
-            continue
-        return [
-            Verdict(
-                action="alert",
-                rule=COMPANION_STEPS,
-                step=step,
-                reason=(
-                    f"{key} comes at steps from {first} in the batch that brings {policy.monitor} at step "
-                    f"{step}: they seem to be logged in different step units (a global step and an epoch), "
-                    f"and the rules read {key} at or before each step of {policy.monitor}, so from the start "
-                    f"of training; log both with the same step= (or {policy.monitor} at the global step)"
-                ),
-                evidence={"key": key, "key_step": first, "monitor": policy.monitor, "monitor_step": step},
-            )
-        ]
-    return []
+    bar = 2 * step + _OTHER_STEPS_SLACK
+    apart = ((key, min(points)) for key, _, points in _companions_in(policy, key_ids, fresh))
+    found = next(((key, first) for key, first in apart if first > bar), None)
+    if found is None or _alerted_before(session, run, COMPANION_STEPS):
+        return []
+    key, first = found
+    return [
+        Verdict(
+            action="alert",
+            rule=COMPANION_STEPS,
+            step=step,
+            reason=(
+                f"{key} comes at steps from {first} in the batch that brings {policy.monitor} at step "
+                f"{step}: they seem to be logged in different step units (a global step and an epoch), "
+                f"and the rules read {key} at or before each step of {policy.monitor}, so from the start "
+                f"of training; log both with the same step= (or {policy.monitor} at the global step)"
+            ),
+            evidence={"key": key, "key_step": first, "monitor": policy.monitor, "monitor_step": step},
+        )
+    ]
 
 
 COMPANION_STEPS = "companion_steps"
