@@ -28,7 +28,8 @@ logger = logging.getLogger("plateau")
 class Run:
     """A run on the tracker, seen from a training process. Create it with :func:`sdk.init`.
 
-    Decisions arrive in the answer to each batch the sender posts; the monitored metric is posted at once.
+    Decisions arrive in the answer to each batch the sender posts; the monitored metric's batch is posted
+    as soon as its step is complete (the loop asks for the verdict, or logs another step; 0.1 s at most).
     ``should_stop()`` and ``should_checkpoint()`` called after ``log()`` of the monitored metric at step s
     answer for step s: they wait (up to ``decision_timeout``) for the tracker's verdict on s. See
     :meth:`should_stop` for what they cost and when they do not wait.
