@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -172,3 +173,25 @@ def test_an_epoch_without_a_validation_logs_no_validation_values(
     assert [step for step, _ in history(tracker.url, callback.run.id, "val_loss")] == [1, 3, 5, 7]
     assert [step for step, _ in history(tracker.url, callback.run.id, "train_loss")] == list(range(8))
     assert callback.stop_decision is None  # a new best at every validation
+
+
+class _Halving(Scripted):
+    """The scripted module with its rate halved every 2 epochs (an epoch-interval ``StepLR``)."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.05)
+        return {"optimizer": optimizer, "lr_scheduler": torch.optim.lr_scheduler.StepLR(optimizer, 2, 0.5)}
+
+
+def test_the_optimizers_rate_is_logged_at_each_epoch(tracker: TrackerProcess, tmp_path: Path) -> None:
+    """Lightning's ``LearningRateMonitor`` writes to loggers, not to ``callback_metrics``: the callback logs
+    the optimizer's rate itself (as ``lr``, the rate of the epoch it ends), as the Keras integration does,
+    so the default's rate guards see the schedule. Until 2026-11-26 no rate reached the tracker."""
+    callback = PlateauCallback(project="lightning", experiment="rate", monitor="val_loss", url=tracker.url)
+    trainer = cpu_trainer(callback, tmp_path, 6, devices=1)
+    train, val = loaders()
+    trainer.fit(_Halving([1.0 / (e + 1) for e in range(6)]), train, val)
+    assert callback.run is not None
+    assert history(tracker.url, callback.run.id, "lr") == [
+        (e, pytest.approx(0.05 * 0.5 ** (e // 2))) for e in range(6)
+    ]

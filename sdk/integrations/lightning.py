@@ -71,6 +71,22 @@ def _fresh_keys(trainer: pl.Trainer) -> set[str] | None:
         return None
 
 
+# The names Plateau's default reads a learning rate under: one the module logs itself is left as it is.
+_RATE_NAMES = frozenset({"lr", "learning_rate"})
+
+
+def _learning_rate(trainer: pl.Trainer) -> float | None:
+    """The first optimizer's rate now (its first parameter group's), logged as ``lr`` with the step (as the
+    Keras integration logs its optimizer's): Lightning's ``LearningRateMonitor`` writes to loggers, not to
+    ``callback_metrics``, so the default's rate guards had no rate under Lightning unless the module logged
+    one (until 2026-11-26)."""
+    try:
+        optimizers = trainer.optimizers
+        return float(optimizers[0].param_groups[0]["lr"]) if optimizers else None
+    except Exception:  # an optimizer without param_groups (not torch's): no rate, as before
+        return None
+
+
 def _at_epoch_end(trainer: pl.Trainer) -> bool:
     """Whether the validation that has just ended ran after the training epoch's last batch (Lightning's
     default, ``val_check_interval=1.0``), not inside the epoch; False where this Lightning does not say."""
@@ -143,6 +159,7 @@ class PlateauCallback(Callback):
         self._logged: dict[int, set[str]] = {}
         self._judged: set[int] = set()
         self._batch_started: float | None = None
+        self._last_rate: float | None = None
 
     # --- set-up and tear-down -----------------------------------------------------------------------
 
@@ -206,6 +223,10 @@ class PlateauCallback(Callback):
     ) -> None:
         if self.time_steps:
             self._batch_started = time.perf_counter()
+        # The rate this batch trains at: Lightning steps the schedulers once it is done (an epoch's before
+        # that epoch's validation and before on_train_batch_end), so the optimizer's rate afterwards is the
+        # next batch's, or the next epoch's.
+        self._last_rate = _learning_rate(trainer)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -240,6 +261,9 @@ class PlateauCallback(Callback):
             number = _number(value)
             if key not in logged and number is not None and (fresh is None or key in fresh):
                 metrics[key] = number
+        rate = self._last_rate
+        if rate is not None and not logged.intersection(_RATE_NAMES) and not metrics.keys() & _RATE_NAMES:
+            metrics["lr"] = rate
         if metrics:
             logged.update(metrics)
             run.log(metrics, step=step)
