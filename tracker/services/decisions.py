@@ -35,6 +35,15 @@ def latest_row(session: Session, run: models.Run) -> models.Decision | None:
     return row
 
 
+def has_alert(session: Session, run_id: int, rule: str) -> bool:
+    """Whether the run has an alert of ``rule`` already (the alerts said once a run)."""
+    decision = models.Decision
+    said = session.execute(
+        select(decision.seq).where(decision.run_id == run_id, decision.rule == rule).limit(1)
+    ).first()
+    return said is not None
+
+
 def latest_of(session: Session, runs: Sequence[models.Run]) -> dict[int, DecisionPublic]:
     """:func:`latest` for many runs in one statement (two when some run's newest decision is an alert):
     each run's newest decision is at its ``decision_seq``, read by primary key."""

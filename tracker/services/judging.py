@@ -5,7 +5,6 @@ the decisions recorded with their webhook deliveries. Called by ingest inside it
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -25,10 +24,10 @@ from tracker.policy import (
     initial_states,
 )
 from tracker.policy._plan import plan_passed_alert
-from tracker.policy._types import fmt
 from tracker.schemas._common import json_safe
-from tracker.services import _point_store, missing_monitor, webhooks
+from tracker.services import _point_store, companions, missing_monitor, webhooks
 from tracker.services.cohort import ExperimentCohort
+from tracker.services.decisions import has_alert
 
 NewPoints = dict[tuple[int, int], dict[int, tuple[float, float]]]
 """A batch's points not stored before: (key id, rank) -> step -> (value, wall time)."""
@@ -75,11 +74,7 @@ def judge(
     verdicts: list[Verdict] = []
     if run.judged_step < 0 and monitor_id is None:
         verdicts += missing_monitor.check(session, run, policy.monitor, key_ids, fresh)
-    arrived_late = _companion_after_its_step(run, policy, key_ids, fresh)
-    if arrived_late is not None:
-        verdicts += _companion_late_alert(session, run, policy, fresh, *arrived_late)
-    if ready:
-        verdicts += _companion_in_other_steps(session, run, policy, key_ids, fresh, ready[-1].step)
+    verdicts += companions.check(session, run, policy, key_ids, fresh, ready[-1].step if ready else None)
     if not per_rank and not ready and not verdicts and not late:
         # Nothing for the rules in this batch (training metrics only): leave their state unread.
         return NOTHING
@@ -212,7 +207,7 @@ def _judge_late(
     if stop is not None:
         run.stop_step, run.stop_rule = stop.step, stop.rule
         return [stop]
-    if _alerted_before(session, run, "late"):
+    if has_alert(session, run.id, "late"):
         return []
     steps = sorted(obs.step for obs in late)
     judges = [rule.name for rule in policy.build() if rule.judges_late]
@@ -237,128 +232,6 @@ def _judge_late(
             },
         )
     ]
-
-
-def _alerted_before(session: Session, run: models.Run, rule: str) -> bool:
-    """Whether the run has an alert of ``rule`` already (those said once a run)."""
-    decision = models.Decision
-    said = session.execute(
-        select(decision.seq).where(decision.run_id == run.id, decision.rule == rule).limit(1)
-    ).first()
-    return said is not None
-
-
-def _companion_after_its_step(
-    run: models.Run, policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
-) -> tuple[str, int] | None:
-    """A key the rules read beside the monitored metric (a learning rate, a loss), and its id, that this
-    batch brings at the step judged last, of a running run: the rules judged that step with the key's value
-    before it. None in the common case (the key comes with or before the monitored value), at a dict
-    look-up a key."""
-    step = run.judged_step
-    if step < 0 or run.stop_step is not None:
-        return None
-    return next(
-        ((key, key_id) for key, key_id, points in _companions_in(policy, key_ids, fresh) if step in points),
-        None,
-    )
-
-
-def _companions_in(
-    policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
-) -> Iterator[tuple[str, int, dict[int, tuple[float, float]]]]:
-    """The keys the rules read beside the monitored metric that this batch brings on rank 0: each with its
-    id and its new points (step -> value, wall time), in the policy's order."""
-    for key in policy.companion_keys():
-        key_id = key_ids.get(key)
-        if key_id is not None and (points := fresh.get((key_id, 0))):
-            yield key, key_id, points
-
-
-def _companion_late_alert(
-    session: Session, run: models.Run, policy: PolicySpec, fresh: NewPoints, key: str, key_id: int
-) -> list[Verdict]:
-    """The first time a run's companion key arrives after its step was judged, with a value other than the
-    one the rules read instead (the key's value before the step, or none): an alert that says so, and how
-    to log it (said once a run: a loop that does it once does it every step). A rate logged every batch,
-    whose value at the step is the one before it to 1%, changed nothing, and is not said."""
-    step = run.judged_step
-    if _alerted_before(session, run, COMPANION_LATE):
-        return []
-    arrived = fresh[(key_id, 0)][step][0]
-    before = _point_store.newest(session, run.id, key_id, 0, 1, at_or_before=step - 1).values.tolist()
-    if before and math.isclose(before[-1], arrived, rel_tol=_SAME_COMPANION):
-        return []
-    return [
-        Verdict(
-            action="alert",
-            rule=COMPANION_LATE,
-            step=step,
-            reason=(
-                f"{key} at step {step} ({fmt(arrived)}) arrived after step {step} of {policy.monitor} had "
-                "been judged, so the rules read "
-                + (f"{fmt(before[-1])}, its value before that step" if before else "no value of it")
-                + f"; log it in the same call as {policy.monitor} "
-                "or before it (the SDK's batch for a monitored step waits for the rest of the step until the "
-                "loop calls should_stop() or should_checkpoint(), logs another step, or 0.1 s have passed)"
-            ),
-            evidence={
-                "key": key,
-                "step": step,
-                "monitor": policy.monitor,
-                "value": arrived,
-                "read_instead": before[-1] if before else None,
-            },
-        )
-    ]
-
-
-def _companion_in_other_steps(
-    session: Session,
-    run: models.Run,
-    policy: PolicySpec,
-    key_ids: dict[str, int],
-    fresh: NewPoints,
-    step: int,
-) -> list[Verdict]:
-    """The first time a batch brings the monitored metric at ``step`` and a key the rules read beside it
-    only at steps far past it (every one beyond ``2 * step + 10``): the two are logged in different step
-    units (the rate at the global step, the validation at the epoch), and the rules, which read the key at
-    or before each monitored step, read it from the start of training. An alert that says so, once a run."""
-    bar = 2 * step + _OTHER_STEPS_SLACK
-    apart = ((key, min(points)) for key, _, points in _companions_in(policy, key_ids, fresh))
-    found = next(((key, first) for key, first in apart if first > bar), None)
-    if found is None or _alerted_before(session, run, COMPANION_STEPS):
-        return []
-    key, first = found
-    return [
-        Verdict(
-            action="alert",
-            rule=COMPANION_STEPS,
-            step=step,
-            reason=(
-                f"{key} comes at steps from {first} in the batch that brings {policy.monitor} at step "
-                f"{step}: they seem to be logged in different step units (a global step and an epoch), "
-                f"and the rules read {key} at or before each step of {policy.monitor}, so from the start "
-                f"of training; log both with the same step= (or {policy.monitor} at the global step)"
-            ),
-            evidence={"key": key, "key_step": first, "monitor": policy.monitor, "monitor_step": step},
-        )
-    ]
-
-
-COMPANION_STEPS = "companion_steps"
-"""The rule name of the alert :func:`_companion_in_other_steps` records."""
-
-_OTHER_STEPS_SLACK = 10
-"""Steps past twice the monitored one before a companion key's steps are taken for another unit: a loop
-logs the next few training steps before its validation's batch goes."""
-
-COMPANION_LATE = "companion_late"
-"""The rule name of the alert :func:`_companion_late_alert` records."""
-
-_SAME_COMPANION = 0.01
-"""How close (relative) a late companion value may be to the one the rules read instead and not be said."""
 
 
 def _per_rank_observations(

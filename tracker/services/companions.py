@@ -1,0 +1,100 @@
+"""Finding the companion keys a batch brings too late or in another step unit (the alerts themselves are
+pure: see :mod:`tracker.policy._companions`); inside the ingest transaction, at a dict look-up a key of the
+policy's in the common case, a query only when one is found."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from sqlalchemy.orm import Session
+
+from tracker.db import models
+from tracker.policy import PolicySpec, Verdict
+from tracker.policy._companions import (
+    COMPANION_LATE,
+    COMPANION_STEPS,
+    companion_late_alert,
+    companion_steps_alert,
+    in_other_steps,
+    late_value_matters,
+)
+from tracker.services import _point_store
+from tracker.services.decisions import has_alert
+
+if TYPE_CHECKING:  # judging calls this module: its alias for annotations only
+    from tracker.services.judging import NewPoints
+
+
+def check(
+    session: Session,
+    run: models.Run,
+    policy: PolicySpec,
+    key_ids: dict[str, int],
+    fresh: NewPoints,
+    monitored_step: int | None,
+) -> list[Verdict]:
+    """The alerts this batch earns: ``companion_late`` (a key at the step judged last, before this batch's
+    judging), ``companion_steps`` (a key only far past ``monitored_step``, the newest monitored step this
+    batch brings to be judged, if any); each once a run."""
+    alerts = []
+    late = _at_step_judged_last(run, policy, key_ids, fresh)
+    if late is not None:
+        alerts += _late(session, run, policy, fresh, *late)
+    if monitored_step is not None:
+        alerts += _other_steps(session, run, policy, key_ids, fresh, monitored_step)
+    return alerts
+
+
+def _companions_in(
+    policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
+) -> Iterator[tuple[str, int, dict[int, tuple[float, float]]]]:
+    """The keys the rules read beside the monitored metric that this batch brings on rank 0: each with its
+    id and its new points (step -> value, wall time), in the policy's order."""
+    for key in policy.companion_keys():
+        key_id = key_ids.get(key)
+        if key_id is not None and (points := fresh.get((key_id, 0))):
+            yield key, key_id, points
+
+
+def _at_step_judged_last(
+    run: models.Run, policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
+) -> tuple[str, int] | None:
+    """A companion key, and its id, that this batch brings at the step judged last, of a running run: the
+    rules judged that step with the key's value before it."""
+    step = run.judged_step
+    if step < 0 or run.stop_step is not None:
+        return None
+    for key, key_id, points in _companions_in(policy, key_ids, fresh):
+        if step in points:
+            return key, key_id
+    return None
+
+
+def _late(
+    session: Session, run: models.Run, policy: PolicySpec, fresh: NewPoints, key: str, key_id: int
+) -> list[Verdict]:
+    step = run.judged_step
+    if has_alert(session, run.id, COMPANION_LATE):
+        return []
+    arrived = fresh[(key_id, 0)][step][0]
+    before = _point_store.newest(session, run.id, key_id, 0, 1, at_or_before=step - 1).values.tolist()
+    read_instead = before[-1] if before else None
+    if not late_value_matters(arrived, read_instead):
+        return []
+    return [companion_late_alert(key, step, policy.monitor, arrived, read_instead)]
+
+
+def _other_steps(
+    session: Session,
+    run: models.Run,
+    policy: PolicySpec,
+    key_ids: dict[str, int],
+    fresh: NewPoints,
+    step: int,
+) -> list[Verdict]:
+    firsts = ((key, min(points)) for key, _, points in _companions_in(policy, key_ids, fresh))
+    found = next(((key, first) for key, first in firsts if in_other_steps(first, step)), None)
+    if found is None or has_alert(session, run.id, COMPANION_STEPS):
+        return []
+    return [companion_steps_alert(found[0], found[1], policy.monitor, step)]
