@@ -77,3 +77,35 @@ def test_fit_stops_and_restores_the_best_epoch(
     )
     keys = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/keys").json()["keys"]
     assert {"loss", "val_loss", "lr"} <= set(keys)
+
+
+@pytest.mark.parametrize("cut_first", [True, False], ids=["cut-listed-first", "cut-listed-after"])
+def test_the_rate_logged_is_the_one_the_epoch_trained_at(tracker: TrackerProcess, cut_first: bool) -> None:
+    """A ``ReduceLROnPlateau`` that cuts the rate at every epoch's end from the second on (``min_delta`` so
+    large that nothing improves). Listed before the callback, it has already cut the optimizer's rate when
+    the callback runs; the callback logs the rate the epoch trained at either way (0.05, 0.05, 0.025), not
+    the next epoch's (until 2026-11-26: 0.05, 0.025, 0.0125 when the cut came first)."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    cut = keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=1, min_delta=1e6)
+    callback = PlateauCallback(
+        project="keras-rate",
+        name="first" if cut_first else "after",
+        monitor="val_loss",
+        rules=RULES,
+        url=tracker.url,
+    )
+    _model().fit(
+        x,
+        y,
+        validation_split=0.25,
+        epochs=30,
+        batch_size=16,
+        verbose=0,
+        callbacks=[cut, callback] if cut_first else [callback, cut],
+    )
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "keras-rate"}).json()["data"]
+    (run,) = [r for r in runs if r["name"] == ("first" if cut_first else "after")]
+    page = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/history", params={"key": "lr"}).json()
+    assert [point["value"] for point in page["points"]] == pytest.approx([0.05, 0.05, 0.025])

@@ -7,7 +7,9 @@ the best weights, on any backend (JAX, TensorFlow, PyTorch).
               callbacks=[PlateauCallback(project="tabular", monitor="val_loss", mode="min")])
 
 - **What it logs**: every number in ``logs`` at the end of each epoch (``loss``, ``val_loss``, metrics, and
-  the learning rate as ``lr`` when the optimizer has one), at step = epoch; the plan is ``epochs - 1``.
+  the learning rate as ``lr``: the rate the epoch trained at, which Keras's own schedule callbacks write to
+  ``logs`` as ``learning_rate``, else the optimizer's at the epoch's end), at step = epoch; the plan is
+  ``epochs - 1``.
 - **At each epoch's end** it asks the tracker for its verdict on that epoch: a checkpoint keeps the model's
   weights (in memory, and in ``filepath`` when given, a ``.weights.h5`` file); a stop sets
   ``model.stop_training`` and logs why.
@@ -80,7 +82,10 @@ class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an unt
         if run is None:
             return
         values = _numbers(logs or {})
-        rate = self._learning_rate()
+        # The rate the epoch trained at. Keras's ReduceLROnPlateau and LearningRateScheduler write it to the
+        # logs as learning_rate before they change it; a ReduceLROnPlateau listed before this callback has
+        # already cut the optimizer's rate here, so the optimizer is read only where no callback wrote one.
+        rate = values.get("learning_rate", self._learning_rate())
         if rate is not None:
             values.setdefault("lr", rate)
         run.log(values, step=epoch)
