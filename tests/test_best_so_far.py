@@ -10,7 +10,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.policy import Observation, PolicySpec, evaluate, initial_states
+from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from tracker.policy.presets import preset
 
 _VALUES = st.lists(
     st.one_of(
@@ -77,6 +78,79 @@ def test_patience_stops_naming_the_step_checkpoint_saved_last(
             assert stop.best_value == values[saved[-1]]
     whole = evaluate(policy, initial_states(policy), _observations(values))
     assert (whole.stop_step, [v.step for v in whole.verdicts]) == (stop_step, [v.step for v in verdicts])
+
+
+_SHAPES = st.fixed_dictionaries(
+    {
+        "start": st.floats(min_value=0.0, max_value=0.9),
+        "gain": st.floats(min_value=-0.3, max_value=1.0),
+        "pace": st.sampled_from([2.0, 8.0, 30.0]),
+        "noise": st.sampled_from([0.0, 0.01, 0.05]),
+        "quantum": st.sampled_from([0.0, 1 / 30, 1 / 359]),
+    }
+)
+
+
+def _curve(shape: dict[str, float], length: int, mode: str, seed: int) -> list[float]:
+    """A learning curve in [0, 1] (an accuracy for ``max``, its complement for ``min``): a saturating climb
+    from ``start`` by ``gain``, with noise, on a grid of ``quantum`` (a small validation set) when given."""
+    noise = [((seed * 7919 + i * 104729) % 1000 / 1000 - 0.5) * 2 * shape["noise"] for i in range(length)]
+    values = []
+    for i in range(length):
+        value = shape["start"] + shape["gain"] * (1 - math.exp(-i / shape["pace"])) + noise[i]
+        value = min(1.0, max(0.0, value))
+        if shape["quantum"]:
+            value = round(value / shape["quantum"]) * shape["quantum"]
+        values.append(value if mode == "max" else 1.0 - value)
+    return values
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    shape=_SHAPES,
+    length=st.integers(min_value=4, max_value=90),
+    mode=st.sampled_from(["min", "max"]),
+    monitor=st.sampled_from(["val", "val/acc", "val/loss"]),
+    rate=st.sampled_from([None, "constant", "steps"]),
+    plan=st.sampled_from([None, "exact", "double"]),
+    chunk=st.integers(min_value=1, max_value=7),
+    seed=st.integers(min_value=0, max_value=50),
+)
+def test_the_default_stops_naming_the_step_checkpoint_saved_last(
+    shape: dict[str, float],
+    length: int,
+    mode: str,
+    monitor: str,
+    rate: str | None,
+    plan: str | None,
+    chunk: int,
+    seed: int,
+) -> None:
+    """Whichever of the default's rules stops a run (perfect, degenerate, outlook, ...), the best step it
+    names is the one ``should_checkpoint()`` was true at last: a loop that saves on the checkpoint verdict
+    and restores at the stop restores exactly the step the stop names."""
+    policy = preset("default", monitor=monitor, mode=mode)  # type: ignore[arg-type]
+    values = _curve(shape, length, mode, seed)
+    third = max(1, length // 3)
+    rates = {None: None, "constant": lambda i: 0.1, "steps": lambda i: 0.1 * 0.1 ** (i // third)}[rate]
+    observations = [
+        Observation(i, v, 1.0 + i, {"lr": rates(i)} if rates else {}) for i, v in enumerate(values)
+    ]
+    context = Context(planned_steps={None: None, "exact": length - 1, "double": 2 * length}[plan])
+    states, verdicts = initial_states(policy), []
+    for start in range(0, length, chunk):
+        evaluation = evaluate(policy, states, observations[start : start + chunk], context)
+        verdicts += evaluation.verdicts
+        states = json.loads(json.dumps(evaluation.states))
+        if evaluation.stop_step is not None:
+            break
+    stops = [v for v in verdicts if v.action == "stop"]
+    if not stops:
+        return
+    saved = [v.step for v in verdicts if v.action == "checkpoint"]
+    assert stops[0].best_step == (saved[-1] if saved else None), stops[0].reason
+    if saved:
+        assert stops[0].best_value == values[saved[-1]]
 
 
 def test_a_warm_up_keeps_steps_before_it_out_of_the_best() -> None:
