@@ -303,3 +303,43 @@ def test_pages_say_clearly_when_the_tracker_is_away(monkeypatch) -> None:
     app.run()
     assert not app.exception
     assert "Cannot reach the tracker" in app.error[0].value
+
+
+def test_run_page_says_each_alert_about_what_the_trainer_sent(tracker, monkeypatch) -> None:
+    """The alerts the tracker makes once a run about what a loop sends (the SDK warns of the same) are said
+    above the curves, each with its sentence: a rate at the global step beside an epoch's accuracy, a rate
+    sent after its step was judged, and an accuracy sent after a later step was judged. Until 2026-11-26
+    only ``missing_monitor`` and ``plan_passed`` were."""
+    with httpx.Client(base_url=tracker.url, timeout=30) as client:
+        run = create_run(
+            client, {"monitor": "val/acc", "mode": "max"}, project="dash-alerts", planned_steps=50
+        )
+
+        def post(points: list[tuple[str, int, float]]) -> None:
+            body = {
+                "batch_id": uuid.uuid4().hex,
+                "points": [{"key": k, "step": s, "value": v} for k, s, v in points],
+            }
+            assert client.post(f"/api/v1/runs/{run['id']}/metrics", json=body).status_code == 200
+
+        post([("val/acc", 0, 0.1), ("lr", 0, 0.1)])
+        post([("val/acc", 1, 0.2), *(("lr", s, 0.1) for s in range(100, 110))])  # companion_steps
+        post([("val/acc", 2, 0.3)])
+        post([("lr", 2, 0.01)])  # companion_late: step 2 was judged with the rate before it
+        post([("val/acc", 4, 0.4)])
+        post([("val/acc", 3, 0.35)])  # late: step 4 was judged
+    app = page("run", tracker, monkeypatch)
+    app.query_params["run"] = str(run["id"])
+    app.run()
+    assert not app.exception
+    warnings = [w.value for w in app.warning]
+    assert any(
+        w.startswith("A key the rules read is logged in another step unit: lr comes at steps from 100")
+        for w in warnings
+    ), warnings
+    assert any(
+        w.startswith("A key the rules read arrived after its step was judged: lr at step 2") for w in warnings
+    ), warnings
+    assert any(
+        w.startswith("Points arrived after their step was judged: val/acc at step 3") for w in warnings
+    ), warnings

@@ -9,7 +9,15 @@ from dashboard import _api
 from dashboard._views import best_of, curve_chart, smooth, stop_decision
 
 # The alerts that say the run is not judged as its trainer meant, with the words the page leads them with.
-WARNED_ALERTS = {"missing_monitor": "Nothing is judged", "plan_passed": "The plan no longer holds"}
+# The alerts the tracker makes once a run about what the trainer sends (the SDK warns of the same ones): each
+# means some steps were judged on other values than the loop meant, so the page says it above the curves.
+WARNED_ALERTS = {
+    "missing_monitor": "Nothing is judged",
+    "plan_passed": "The plan no longer holds",
+    "late": "Points arrived after their step was judged",
+    "companion_late": "A key the rules read arrived after its step was judged",
+    "companion_steps": "A key the rules read is logged in another step unit",
+}
 
 st.title("Run")
 # The choice is the run asked for (?run=ID, as the Runs page links) and the newest runs: never every run,
