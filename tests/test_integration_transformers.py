@@ -42,7 +42,9 @@ class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
         return {"input_ids": self.ids[index], "attention_mask": torch.ones(8), "labels": self.labels[index]}
 
 
-def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40, *, ddp: bool = False) -> Any:
+def _trainer(
+    output: Path, callback: PlateauCallback, max_steps: int = 40, *, ddp: bool = False, logging_steps: int = 2
+) -> Any:
     config = transformers.BertConfig(
         vocab_size=50,
         hidden_size=16,
@@ -60,7 +62,7 @@ def _trainer(output: Path, callback: PlateauCallback, max_steps: int = 40, *, dd
         per_device_train_batch_size=8,
         eval_strategy="steps",
         eval_steps=EVAL_STEPS,
-        logging_steps=2,
+        logging_steps=logging_steps,
         save_strategy="no",  # every checkpoint below is one Plateau asked for
         learning_rate=1e-3,
         report_to=[],
@@ -122,6 +124,23 @@ def test_trainer_saves_stops_and_resumes_where_plateau_decides(
     assert again.state.global_step == 2 * EVAL_STEPS
     runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "hf", "limit": 1000}).json()["data"]
     assert [r["id"] for r in runs if r["run_key"] == run_key] == [run["id"]]
+
+
+def test_each_evaluation_carries_the_rate_its_step_trained_at(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """The Trainer logs its rate every ``logging_steps`` only (here never before the end): each evaluation
+    still carries ``lr``, the rate of its step's update under the linear decay from 1e-3 to 0 over 12 steps
+    (the update of step s uses the scheduler's step s - 1). Until 2026-11-26 no rate came, and with
+    ``eval_steps`` below ``logging_steps`` the rules read one from up to ``logging_steps`` before."""
+    callback = PlateauCallback(project="hf", experiment="rate", monitor="eval_loss", url=tracker.url)
+    _trainer(tmp_path / "out", callback, max_steps=3 * EVAL_STEPS, logging_steps=1000).train()
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "hf", "experiment": "rate"}).json()
+    (run,) = runs["data"]
+    page = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/history", params={"key": "lr"}).json()
+    assert [(p["step"], p["value"]) for p in page["points"]] == [
+        (step, pytest.approx(1e-3 * (12 - (step - 1)) / 12)) for step in (4, 8, 12)
+    ]
 
 
 def test_a_fresh_training_in_the_same_folder_is_a_new_run(tracker: TrackerProcess, tmp_path: Path) -> None:

@@ -8,7 +8,9 @@ checkpoint a ``Trainer``.
     trainer.train()
 
 - **What it logs**: every number ``Trainer`` logs (``on_log``: loss, learning rate as ``lr``, grad norm ...)
-  and every evaluation metric (``on_evaluate``), at ``state.global_step``; the plan is ``max_steps``.
+  and every evaluation metric (``on_evaluate``), at ``state.global_step``; the plan is ``max_steps``. Each
+  evaluation also carries ``lr``, the rate the step's optimizer update used (the Trainer logs its rate only
+  every ``logging_steps``, so an evaluation between two logs would be judged with a rate from before).
 - **At each evaluation** it asks the tracker for its verdict on exactly that step (the monitor was just
   logged): a checkpoint sets ``control.should_save`` (the Trainer saves ``checkpoint-<step>`` right after
   the evaluation, whatever ``save_strategy`` says), a stop sets ``control.should_training_stop``, and the
@@ -86,6 +88,7 @@ class PlateauCallback(TrainerCallback):
         self.best_step: int | None = None
         self.stop_decision: Decision | None = None
         self._saving_step: int | None = None
+        self._rate: float | None = None  # the rate of the latest optimizer update
 
     # --- the run -------------------------------------------------------------------------------------
 
@@ -122,6 +125,17 @@ class PlateauCallback(TrainerCallback):
             elif values:
                 self.run.log(values, step=state.global_step)
 
+    def on_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        # After the update and before the scheduler's step: the rate this update used, as the Trainer's own
+        # learning_rate log reads it. A dictionary look-up a step.
+        optimizer = kwargs.get("optimizer")
+        try:
+            self._rate = float(optimizer.param_groups[0]["lr"])
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            self._rate = None
+
     def on_evaluate(
         self,
         args: TrainingArguments,
@@ -135,6 +149,8 @@ class PlateauCallback(TrainerCallback):
             return
         step = state.global_step
         values = _numbers(metrics or {})
+        if values and self._rate is not None:
+            values.setdefault("lr", self._rate)
         if state.is_world_process_zero and values:
             run.log(values, step=step)
         if self.monitor is not None and self.monitor not in values and state.is_world_process_zero:
