@@ -8,9 +8,8 @@ import streamlit as st
 from dashboard import _api
 from dashboard._views import best_of, curve_chart, smooth, stop_decision
 
-# The alerts that say the run is not judged as its trainer meant, with the words the page leads them with.
-# The alerts the tracker makes once a run about what the trainer sends (the SDK warns of the same ones): each
-# means some steps were judged on other values than the loop meant, so the page says it above the curves.
+# The alerts that say the run is not judged as its trainer meant (the tracker makes each once a run, and the
+# SDK warns of the same ones), with the words the page leads them with above the curves.
 WARNED_ALERTS = {
     "missing_monitor": "Nothing is judged",
     "plan_passed": "The plan no longer holds",

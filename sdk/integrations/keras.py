@@ -85,7 +85,9 @@ class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an unt
         # The rate the epoch trained at. Keras's ReduceLROnPlateau and LearningRateScheduler write it to the
         # logs as learning_rate before they change it; a ReduceLROnPlateau listed before this callback has
         # already cut the optimizer's rate here, so the optimizer is read only where no callback wrote one.
-        rate = values.get("learning_rate", self._learning_rate())
+        rate = values.get("learning_rate")
+        if rate is None:
+            rate = self._learning_rate()
         if rate is not None:
             values.setdefault("lr", rate)
         run.log(values, step=epoch)
