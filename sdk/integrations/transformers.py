@@ -130,7 +130,7 @@ class PlateauCallback(TrainerCallback):
     ) -> None:
         # After the update and before the scheduler's step: the rate this update used, as the Trainer's own
         # learning_rate log reads it. A dictionary look-up a step.
-        optimizer = kwargs.get("optimizer")
+        optimizer: Any = kwargs.get("optimizer")  # None: caught below
         try:
             self._rate = float(optimizer.param_groups[0]["lr"])
         except (AttributeError, IndexError, KeyError, TypeError, ValueError):
