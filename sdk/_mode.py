@@ -44,6 +44,15 @@ _MIN_WORDS = frozenset(
         *("kl", "kld", "fid", "bpc", "bpd", "regret", "distance"),
     )
 )
+# Of those, the words of a loss itself (a cross-entropy, a likelihood, a perplexity, a regression loss): not
+# an error rate, which moves in steps as an accuracy does.
+_LOSS_WORDS = frozenset(
+    (
+        *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy"),
+        *("perplexity", "ppl", "bpc", "bpd", "mse", "mae", "rmse", "rmsle", "l1", "l2", "huber"),
+    )
+)
+_RATE_WORDS = frozenset(("err", "error", "errors", "merror", "wer", "cer", "ter"))
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
@@ -68,6 +77,21 @@ def names_a_share(monitor: str) -> bool:
     and names no loss or error: ``val/acc``, ``eval_top1``; not ``top1_error``, ``val/reward``, ``psnr``."""
     words = _words(monitor)
     return words.isdisjoint(_MIN_WORDS) and not words.isdisjoint(_SHARE_WORDS)
+
+
+def names_a_loss(monitor: str) -> bool:
+    """Whether the name says the metric is a loss (``val_loss``, ``valid_0/binary_logloss``, ``val/nll``,
+    ``eval_perplexity``, ``val_rmse``, and ``dice_loss``, the loss of a score) and names no error rate
+    (not ``val_error``, ``top1_error``, ``wer``)."""
+    words = _words(monitor)
+    return not words.isdisjoint(_LOSS_WORDS) and not words & {
+        "err",
+        "error",
+        "errors",
+        "merror",
+        "wer",
+        "cer",
+    }
 
 
 def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:

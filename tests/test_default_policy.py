@@ -1197,3 +1197,36 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     assert {k: v for k, v in sweep.items() if k not in ("outlook", "degenerate", "percentile", "asha")} == {
         k: v for k, v in single.items() if k not in ("outlook", "degenerate")
     }
+
+
+# A validation loss that falls to 1.5 by epoch 50 of a 100-epoch plan, its last digits jittering, watched
+# alone (no rate, no other loss logged): nothing else is known of the run but the loss itself.
+LOSS_ALONE = [round(1.5 + 1.0 * math.exp(-e / 5) + 0.004 * ((e * 7) % 5 - 2), 4) for e in range(100)]
+
+
+@pytest.mark.parametrize(
+    ("monitor", "stop"),
+    [
+        ("val_loss", 50),
+        ("val/nll", 50),
+        ("valid_0/binary_logloss", 50),
+        ("eval_perplexity", 50),
+        ("val_rmse", 50),
+        # Not named as a loss: an error rate moves in steps as an accuracy does, and "val" says nothing;
+        # each is judged blind, from 80% of the plan.
+        ("val_error", 80),
+        ("val", 80),
+    ],
+)
+def test_a_loss_watched_alone_is_judged_alike_under_any_of_its_names(monitor: str, stop: int) -> None:
+    """The monitor, minimised and named as a loss, is the validation loss the default's rules read beside
+    it, as one spelt ``val_loss`` always was: a run that logs it alone is not judged blind. Until
+    2026-11-26 ``val/nll`` or LightGBM's ``binary_logloss`` waited for 80% of the plan where ``val_loss``,
+    the same values, was judged from 30%."""
+    policy = PolicySpec.model_validate({"monitor": monitor, "mode": "min", "rules": DEFAULT_RULES})
+    observations = [Observation(e, v, float(e), {monitor: v}) for e, v in enumerate(LOSS_ALONE)]
+    evaluation = evaluate(policy, initial_states(policy), observations, Context(planned_steps=99))
+    assert evaluation.stop_step == stop
+    (verdict,) = [v for v in evaluation.verdicts if v.action == "stop"]
+    assert (verdict.rule, verdict.best_step) == ("outlook", 50)
+    assert (BLIND_SAID in verdict.reason) == (stop == 80)

@@ -106,7 +106,9 @@ from tracker.policy._types import Mode
 # and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to
 # lr), and the training loss that Keras and Transformers log as plain "loss". Until then the default read
 # only val_loss, train_loss and lr, so a loop that logged val/loss got none of the holds its figures
-# depend on. The names of OPDA and the team's corpus come first, so their replays are unchanged.
+# depend on. The names of OPDA and the team's corpus come first, so their replays are unchanged. The monitor
+# itself, minimised and named as a loss (val/nll, binary_logloss), is read as one more spelling of the
+# validation loss (tracker.policy.rules._loss_watch.loss_names, added 2026-11-26), as val_loss always was.
 LR_NAMES = ["lr", "learning_rate"]
 VAL_LOSS_NAMES = [
     *("val_loss", "val/loss", "valid_loss", "valid/loss"),

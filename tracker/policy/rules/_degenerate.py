@@ -11,7 +11,13 @@ from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
 from tracker.policy._percent import names_a_share, share_resolution
 from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
-from tracker.policy.rules._loss_watch import loss_outlook, loss_said, loss_still_falls, observe_loss
+from tracker.policy.rules._loss_watch import (
+    loss_names,
+    loss_outlook,
+    loss_said,
+    loss_still_falls,
+    observe_loss,
+)
 from tracker.policy.rules._window import lr_held_at_peak, lr_seen, warm_up_over
 
 
@@ -118,7 +124,7 @@ class Degenerate(Rule[DegenerateParams]):
     def __init__(self, params: DegenerateParams, *, monitor: str, mode: Mode) -> None:
         super().__init__(params, monitor=monitor, mode=mode)
         self._lr_names = Names.of(params.lr_key)
-        self._loss_names = Names.of(params.loss_key)
+        self._loss_names = loss_names(params.loss_key, monitor, mode)
         # The values kept: the window, or one more than the fine window (the value that leaves it lowers
         # the floor).
         self._keep = max(params.window, params.fine_window + 1 if params.fine_window else 0)

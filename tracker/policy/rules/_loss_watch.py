@@ -7,8 +7,11 @@ import math
 from operator import itemgetter
 from typing import Any
 
+from sdk._mode import names_a_loss
 from tracker.policy._base import State
+from tracker.policy._keys import MetricNames, Names
 from tracker.policy._stats import step_noise
+from tracker.policy._types import Mode
 
 # A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
@@ -23,6 +26,17 @@ TURN_NOISE = 3.0
 UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
 _step_of = itemgetter(0)
+
+
+def loss_names(loss_key: MetricNames | None, monitor: str, mode: Mode) -> Names:
+    """The spellings a rule reads a validation loss under: ``loss_key``'s, then the monitor itself when it
+    is a loss, minimised (``val/nll``, ``valid_0/binary_logloss``), as a monitor spelt as one of them
+    (``val_loss``) always was. Until 2026-11-26 a validation loss watched alone under any other name was
+    judged as a run that logs no validation loss (the default: from 80% of its plan, not 30%)."""
+    names = Names.of(loss_key)
+    if loss_key is None or mode != "min" or monitor in names.order or not names_a_loss(monitor):
+        return names
+    return Names.of((*names.order, monitor))
 
 
 def keep_best(path: list[list[float]], step: int, value: float) -> None:

@@ -17,6 +17,7 @@ from tracker.policy.rules._loss_watch import (
     best_at_half,
     doublings_left,
     keep_best,
+    loss_names,
     loss_outlook,
     loss_said,
     loss_seen,
@@ -164,7 +165,7 @@ class Outlook(Rule[OutlookParams]):
     def __init__(self, params: OutlookParams, *, monitor: str, mode: Mode) -> None:
         super().__init__(params, monitor=monitor, mode=mode)
         self._lr_names = Names.of(params.lr_key)
-        self._loss_names = Names.of(params.loss_key)
+        self._loss_names = loss_names(params.loss_key, monitor, mode)
         self._train_names = Names.of(params.train_key)
         self._companions = frozenset((*self._loss_names.order, *self._train_names.order))
         self._share = names_a_share(monitor, mode)
