@@ -34,18 +34,8 @@ _MAX_WORDS = _SHARE_WORDS | frozenset(
         *("psnr", "ssim", "reward", "return", "returns", "sharpe"),
     )
 )
-# Words of metrics that improve downwards: losses, errors and divergences, perplexity, regression errors,
-# word and character error rates, and the gradient-boosting libraries' metric names.
-_MIN_WORDS = frozenset(
-    (
-        *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy"),
-        *("err", "error", "errors", "merror", "perplexity", "ppl", "wer", "cer", "ter"),
-        *("mse", "mae", "rmse", "rmsle", "mape", "smape", "l1", "l2", "huber"),
-        *("kl", "kld", "fid", "bpc", "bpd", "regret", "distance"),
-    )
-)
-# Of those, the words of a loss itself (a cross-entropy, a likelihood, a perplexity, a regression loss): not
-# an error rate, which moves in steps as an accuracy does.
+# Words of a loss itself (a cross-entropy, a likelihood, a perplexity, a regression loss), and of an error
+# rate, which moves in steps as an accuracy does.
 _LOSS_WORDS = frozenset(
     (
         *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy"),
@@ -53,6 +43,10 @@ _LOSS_WORDS = frozenset(
     )
 )
 _RATE_WORDS = frozenset(("err", "error", "errors", "merror", "wer", "cer", "ter"))
+# Words of metrics that improve downwards: losses, error rates, divergences, relative regression errors, and
+# the gradient-boosting libraries' metric names.
+_OTHER_MIN_WORDS = frozenset(("mape", "smape", "kl", "kld", "fid", "regret", "distance"))
+_MIN_WORDS = _LOSS_WORDS | _RATE_WORDS | _OTHER_MIN_WORDS
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
