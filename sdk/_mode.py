@@ -78,14 +78,7 @@ def names_a_loss(monitor: str) -> bool:
     ``eval_perplexity``, ``val_rmse``, and ``dice_loss``, the loss of a score) and names no error rate
     (not ``val_error``, ``top1_error``, ``wer``)."""
     words = _words(monitor)
-    return not words.isdisjoint(_LOSS_WORDS) and not words & {
-        "err",
-        "error",
-        "errors",
-        "merror",
-        "wer",
-        "cer",
-    }
+    return not words.isdisjoint(_LOSS_WORDS) and words.isdisjoint(_RATE_WORDS)
 
 
 def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
