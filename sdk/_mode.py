@@ -38,7 +38,7 @@ _MAX_WORDS = _SHARE_WORDS | frozenset(
 # rate, which moves in steps as an accuracy does.
 _LOSS_WORDS = frozenset(
     (
-        *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy"),
+        *("loss", "losses", "logloss", "mlogloss", "nll", "xent", "crossentropy", "entropy", "ce", "bce"),
         *("perplexity", "ppl", "bpc", "bpd", "mse", "mae", "rmse", "rmsle", "l1", "l2", "huber"),
     )
 )

@@ -953,6 +953,44 @@ def test_the_default_reads_a_training_loss_and_a_rate_under_the_names_trainers_l
     assert f"{train_name} fell 0.12 since that best" in lifted.reason
 
 
+@pytest.mark.parametrize(
+    ("monitor", "loss_name", "read"),
+    [
+        ("val/acc", "val/nll", True),
+        ("val/acc", "val/ce", True),
+        ("val/acc", "val/cross_entropy", True),
+        ("val_accuracy", "val_nll", True),
+        ("valid_0/auc", "valid_0/binary_logloss", True),  # LightGBM's evaluation names
+        ("validation_0-auc", "validation_0-logloss", True),  # XGBoost's
+        ("eval_accuracy", "eval_loss", True),
+        # Another set's loss, an error rate, and a training loss are not the monitor's validation loss.
+        ("val/acc", "test/nll", False),
+        ("val/acc", "val/error", False),
+        ("train/acc", "train/nll", False),
+    ],
+)
+def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names(
+    monitor: str, loss_name: str, read: bool
+) -> None:
+    """A loss logged beside the monitor, in its set (``val/nll`` beside ``val/acc``), is the validation loss
+    the default reads, whatever its cross-entropy is called: until 2026-11-26 only the fixed spellings
+    (``val_loss``, ``val/loss``, ``eval_loss``, ...) were, and a run logging ``val/nll`` was judged blind."""
+    plan = Context(planned_steps=60)
+    frozen = FROZEN_AT_A_CLASS_SHARE + coarse([20] * 20)
+    flat = [1.1 - 0.1 * min(i, 4) for i in range(60)]
+    stop = stop_of(judge(DEFAULT_RULES, frozen, ctx=plan, extras={loss_name: flat}, monitor=monitor))
+    if not read:
+        assert stop.step == 48  # blind: from 80% of the plan
+        assert BLIND_SAID in stop.reason
+        return
+    assert stop.step == 31  # as with val/loss (test_the_default_reads_a_validation_loss_under_the_names...)
+    assert stop.evidence["loss_key"] == loss_name
+    assert f"{loss_name} fell 0 over the same doubling" in stop.reason
+    falling = {loss_name: [1.1 - 0.012 * i for i in range(40)]}
+    held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling, monitor=monitor))
+    assert held is None, held.reason
+
+
 def test_a_key_parameter_reads_the_first_of_its_names_the_run_logged() -> None:
     values = overfitting_loss(40, 8)
     plan = Context(planned_steps=40)

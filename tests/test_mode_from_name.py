@@ -34,6 +34,8 @@ NAMES = [
     ("binary_logloss", "min"),
     ("test/wer", "min"),
     ("val/rmse", "min"),
+    ("val/ce", "min"),  # cross-entropy, as research loops name it
+    ("val_bce", "min"),
     # a loss or error word wins over a score word: the loss of a score is minimised
     ("dice_loss", "min"),
     ("val/top1_error", "min"),

@@ -108,7 +108,9 @@ from tracker.policy._types import Mode
 # only val_loss, train_loss and lr, so a loop that logged val/loss got none of the holds its figures
 # depend on. The names of OPDA and the team's corpus come first, so their replays are unchanged. The monitor
 # itself, minimised and named as a loss (val/nll, binary_logloss), is read as one more spelling of the
-# validation loss (tracker.policy.rules._loss_watch.loss_names, added 2026-11-26), as val_loss always was.
+# validation loss (tracker.policy.rules._loss_watch.loss_names, added 2026-11-26), as val_loss always was;
+# so is a loss of the monitor's own set under its common names (val/nll beside val/acc, LightGBM's
+# valid_0/binary_logloss beside valid_0/auc: _loss_watch.set_losses, added the same day).
 LR_NAMES = ["lr", "learning_rate"]
 VAL_LOSS_NAMES = [
     *("val_loss", "val/loss", "valid_loss", "valid/loss"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from operator import itemgetter
 from typing import Any
 
@@ -25,18 +26,47 @@ TURN_NOISE = 3.0
 # nothing (added 2026-11-25).
 UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
+# The last words of a loss logged beside a metric of the same set (added 2026-11-26): the cross-entropies as
+# PyTorch loops, Keras, LightGBM (binary_logloss, multi_logloss) and XGBoost (logloss, mlogloss) name them,
+# perplexity, and the regression losses. Each names a loss (sdk._mode.names_a_loss).
+SET_LOSS_LEAVES = (
+    *("loss", "nll", "ce", "bce", "xent", "cross_entropy", "crossentropy"),
+    *("logloss", "log_loss", "binary_logloss", "multi_logloss", "mlogloss"),
+    *("perplexity", "ppl", "mse", "rmse", "mae"),
+)
+_SET_SEPARATORS = ("/", "-", ".")
+_TRAIN_WORDS = frozenset(("train", "training", "tr"))
 _step_of = itemgetter(0)
 
 
 def loss_names(loss_key: MetricNames | None, monitor: str, mode: Mode) -> Names:
-    """The spellings a rule reads a validation loss under: ``loss_key``'s, then the monitor itself when it
+    """The spellings a rule reads a validation loss under: ``loss_key``'s; then the monitor itself when it
     is a loss, minimised (``val/nll``, ``valid_0/binary_logloss``), as a monitor spelt as one of them
-    (``val_loss``) always was. Until 2026-11-26 a validation loss watched alone under any other name was
-    judged as a run that logs no validation loss (the default: from 80% of its plan, not 30%)."""
+    (``val_loss``) always was; then the losses of the monitor's own set (:func:`set_losses`: ``val/nll``
+    beside ``val/acc``). Until 2026-11-26 a validation loss under any other name was judged as no
+    validation loss at all (the default: a run that logs none is judged from 80% of its plan, not 30%)."""
     names = Names.of(loss_key)
-    if loss_key is None or mode != "min" or monitor in names.order or not names_a_loss(monitor):
+    if loss_key is None:
         return names
-    return Names.of((*names.order, monitor))
+    own = (monitor,) if mode == "min" and names_a_loss(monitor) else ()
+    added = tuple(name for name in (*own, *set_losses(monitor)) if name not in names.order)
+    return Names.of((*names.order, *dict.fromkeys(added))) if added else names
+
+
+def set_losses(monitor: str) -> tuple[str, ...]:
+    """The names a loss of the set ``monitor`` is measured on goes by: the monitor's prefix (up to its last
+    ``/``, ``-`` or ``.``, else its first ``_``) before each of :data:`SET_LOSS_LEAVES`. ``val/acc``:
+    ``val/loss``, ``val/nll``, ``val/ce``, ...; ``valid_0/auc`` (LightGBM): ``valid_0/binary_logloss``;
+    ``validation_0-auc`` (XGBoost): ``validation_0-logloss``; ``val_accuracy``: ``val_nll``. None for a
+    name with no prefix (``accuracy``) or a training set's (``train/acc``: its loss is the training loss,
+    read as such)."""
+    cut = max(monitor.rfind(sep) for sep in _SET_SEPARATORS)
+    if cut < 0:
+        cut = monitor.find("_")
+    prefix = monitor[: cut + 1] if cut > 0 else ""
+    if not prefix or not _TRAIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", prefix.lower())):
+        return ()
+    return tuple(prefix + leaf for leaf in SET_LOSS_LEAVES)
 
 
 def keep_best(path: list[list[float]], step: int, value: float) -> None:
