@@ -178,6 +178,35 @@ def test_a_rate_logged_in_another_step_unit_than_the_monitor_is_said_once(client
     assert [d["rule"] for a in quiet for d in a.json()["decisions"] if d["action"] == "alert"] == []
 
 
+def test_a_rate_logged_on_its_own_in_another_step_unit_is_said_once(client: httpx.Client) -> None:
+    """The rate logged at every training step goes in batches of its own, between two evaluations: the
+    batch that brings the monitored value holds none of it, and until 2026-11-26 nothing was said. Compared
+    with the step judged last, from step 1 on: a loop evaluating at global steps 0, 100, 200 logs the rate
+    at 1..100 between, in the same unit, and hears nothing."""
+    run = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=20)
+    answers = [post(client, run["id"], _series("lr", list(range(100)), [0.1] * 100))]  # epoch 0's batches
+    answers.append(post(client, run["id"], _series("val/acc", [0], [0.3])))
+    answers.append(post(client, run["id"], _series("lr", list(range(100, 200)), [0.1] * 100)))  # J = 0
+    answers.append(post(client, run["id"], _series("val/acc", [1], [0.4])))
+    answers.append(post(client, run["id"], _series("lr", list(range(200, 300)), [0.09] * 100)))  # said
+    answers.append(post(client, run["id"], _series("val/acc", [2], [0.5])))
+    answers.append(post(client, run["id"], _series("lr", list(range(300, 400)), [0.08] * 100)))  # not again
+    alerts = [d for a in answers for d in a.json()["decisions"] if d["action"] == "alert"]
+    assert [(d["rule"], d["step"]) for d in alerts] == [("companion_steps", 1)]
+    assert alerts[0]["reason"].startswith(
+        "lr comes at steps from 200 after step 1 of val/acc was judged: they seem to be logged in different "
+        "step units (a global step and an epoch)"
+    )
+    assert alerts[0]["evidence"] == {"key": "lr", "key_step": 200, "monitor": "val/acc", "monitor_step": 1}
+    # One step unit, evaluated at global steps 0, 100, 200 with the rate between: nothing said.
+    same = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=400)
+    quiet = []
+    for at in (0, 100, 200):
+        quiet.append(post(client, same["id"], _series("val/acc", [at], [0.5])))
+        quiet.append(post(client, same["id"], _series("lr", list(range(at + 1, at + 101)), [0.1] * 100)))
+    assert [d["rule"] for a in quiet for d in a.json()["decisions"] if d["action"] == "alert"] == []
+
+
 def _raw(client: httpx.Client, method: str, path: str, text: str) -> httpx.Response:
     return client.request(method, path, content=text, headers={"content-type": "application/json"})
 

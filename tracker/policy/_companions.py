@@ -6,8 +6,9 @@ finds them: :mod:`tracker.services.companions`).
 - ``companion_late``: the key arrives at the step judged last, after that step was judged (a loop that logs
   the rate in a call after the monitored value's, slower than the SDK's step hold, or another client).
 - ``companion_steps``: the key arrives only at steps far past the monitored one, in the same batch (the rate
-  at the global step, the validation at the epoch): read at or before each epoch's step, it is read from
-  the start of training.
+  at the global step, the validation at the epoch), or in a batch of its own far past the step judged last
+  (the rate logged at every training step, sent between two evaluations): read at or before each epoch's
+  step, it is read from the start of training.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def late_value_matters(arrived: float, read_instead: float | None) -> bool:
 
 def in_other_steps(first_step: int, monitored_step: int) -> bool:
     """Whether a key whose first step in a batch is ``first_step`` is logged in another unit than the
-    monitored metric brought at ``monitored_step`` in the same batch."""
+    monitored metric brought at ``monitored_step`` in the same batch, or judged last at it."""
     return first_step > 2 * monitored_step + OTHER_STEPS_SLACK
 
 
@@ -66,16 +67,21 @@ def companion_late_alert(
     )
 
 
-def companion_steps_alert(key: str, first_step: int, monitor: str, step: int) -> Verdict:
+def companion_steps_alert(key: str, first_step: int, monitor: str, step: int, *, same_batch: bool) -> Verdict:
     """The ``companion_steps`` alert: ``key`` comes from ``first_step`` in the batch that brings ``monitor``
-    at ``step``."""
+    at ``step`` (``same_batch``), or in a batch of its own after ``step`` of ``monitor`` was judged."""
+    where = (
+        f"in the batch that brings {monitor} at step {step}"
+        if same_batch
+        else f"after step {step} of {monitor} was judged"
+    )
     return Verdict(
         action="alert",
         rule=COMPANION_STEPS,
         step=step,
         reason=(
-            f"{key} comes at steps from {first_step} in the batch that brings {monitor} at step "
-            f"{step}: they seem to be logged in different step units (a global step and an epoch), "
+            f"{key} comes at steps from {first_step} {where}: they seem to be logged in different step "
+            "units (a global step and an epoch), "
             f"and the rules read {key} at or before each step of {monitor}, so from the start "
             f"of training; log both with the same step= (or {monitor} at the global step)"
         ),

@@ -42,7 +42,12 @@ def check(
     if late is not None:
         alerts += _late(session, run, policy, fresh, *late)
     if monitored_step is not None:
-        alerts += _other_steps(session, run, policy, key_ids, fresh, monitored_step)
+        alerts += _other_steps(session, run, policy, key_ids, fresh, monitored_step, same_batch=True)
+    elif run.judged_step >= 1 and run.stop_step is None:
+        # A key logged on its own, at every training step, goes in batches between two evaluations: the
+        # batch that brings the monitored value rarely holds any of it. Compared with the step judged last
+        # instead; not with step 0, after which a loop evaluating at global steps 0, N, 2N logs 1..N.
+        alerts += _other_steps(session, run, policy, key_ids, fresh, run.judged_step, same_batch=False)
     return alerts
 
 
@@ -92,9 +97,11 @@ def _other_steps(
     key_ids: dict[str, int],
     fresh: NewPoints,
     step: int,
+    *,
+    same_batch: bool,
 ) -> list[Verdict]:
     firsts = ((key, min(points)) for key, _, points in _companions_in(policy, key_ids, fresh))
     found = next(((key, first) for key, first in firsts if in_other_steps(first, step)), None)
     if found is None or has_alert(session, run.id, COMPANION_STEPS):
         return []
-    return [companion_steps_alert(found[0], found[1], policy.monitor, step)]
+    return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=same_batch)]
