@@ -23,8 +23,11 @@ logger = logging.getLogger("plateau")
 # Alerts the training process is told about as a warning (once each): the policy cannot work as asked
 # (no monitored metric), saw monitored steps out of order (judged late, by fewer rules), saw them pass
 # the run's planned end (judged from there as a run with no plan), got a key its rules read (a rate, a
-# loss) after the step it belongs to was judged, or got such a key in another step unit than the monitor.
-_WARNED_ALERTS = frozenset({"missing_monitor", "late", "plan_passed", "companion_late", "companion_steps"})
+# loss) after the step it belongs to was judged, got such a key in another step unit than the monitor, or
+# judges the run later than it could because it logs neither a rate nor a validation loss (blind).
+_WARNED_ALERTS = frozenset(
+    {"missing_monitor", "late", "plan_passed", "companion_late", "companion_steps", "blind"}
+)
 
 
 class Verdicts:

@@ -770,6 +770,42 @@ def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, t
     json.dumps(stop.evidence)
 
 
+@pytest.mark.parametrize(
+    ("id_", "extras", "alerted"),
+    [
+        ("blind", None, True),
+        ("rate-logged", {"lr": [0.1] * 60}, False),
+        ("loss-logged", {"val/loss": [1.0 - 0.01 * i for i in range(60)]}, False),
+    ],
+)
+def test_a_blind_run_is_told_once_where_the_later_floor_first_holds_it_back(id_, extras, alerted) -> None:
+    """At the first evaluation past 30% of its plan that the blind floor holds back, the run hears why it is
+    judged later and what to log to be judged as the others (the SDK warns with the sentence); once."""
+    values = FROZEN_AT_A_CLASS_SHARE + coarse([20] * 20)
+    evaluation = judge(DEFAULT_RULES, values, ctx=Context(planned_steps=60), extras=extras, monitor="val/acc")
+    alerts = [v for v in evaluation.verdicts if v.action == "alert"]
+    if not alerted:
+        assert alerts == []
+        return
+    (alert,) = alerts
+    assert (alert.rule, alert.step) == ("blind", 18)
+    assert alert.reason.startswith(
+        "neither a learning rate (lr, learning_rate) nor a validation loss (val_loss, val/loss) has been "
+        "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48), not from 0.3 "
+        "(step 18)"
+    )
+    assert alert.evidence["blind_min_progress"] == 0.8
+    assert stop_of(evaluation).step == 48  # the alert changes nothing the rules decide
+    json.dumps(alert.evidence)
+
+
+def test_a_blind_run_near_its_perfect_score_is_not_told() -> None:
+    """Judged from 30% of its plan as the others (its best within 0.2 of its progress from 1): not held."""
+    evaluation = judge(DEFAULT_RULES, saturating(100, top=0.97), ctx=Context(planned_steps=100))
+    assert [v.rule for v in evaluation.verdicts if v.action == "alert"] == []
+    assert stop_of(evaluation).step == 34
+
+
 def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> None:
     """A loss that turns up in a clean line after step 8 (boosted trees overfitting) is stopped at step 14
     blind or not: its move away is 17 standard errors of its slope. The same turn with evaluations

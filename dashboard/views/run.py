@@ -16,6 +16,7 @@ WARNED_ALERTS = {
     "late": "Points arrived after their step was judged",
     "companion_late": "A key the rules read arrived after its step was judged",
     "companion_steps": "A key the rules read is logged in another step unit",
+    "blind": "Judged late: no learning rate or validation loss is logged",
 }
 
 st.title("Run")

@@ -32,6 +32,10 @@ _NOISE_WINDOW = 8
 # metric's steps (its resolution: 1/n for an accuracy over n samples), besides being steady (added
 # 2026-11-25: corpus seed 3's boosted trees on 120 samples stepped 3 samples down and back up).
 STEADY_STEPS = 10
+# The alert a blind run gets once, at its first evaluation past min_progress of its plan that the later floor
+# holds back (added 2026-11-26): on the team's corpus the default saves markedly more on runs that log their
+# rate and validation loss than on the same runs watched alone, and only the trainer can log them.
+BLIND_ALERT = "blind"
 
 
 class OutlookParams(RuleParams):
@@ -242,7 +246,13 @@ class Outlook(Rule[OutlookParams]):
         if blind_floor is not None and t < blind_floor * planned:
             room = self._headroom(state, ctx) if t >= p.min_progress * planned else None
             if room is None:
-                return self._early_retreat(state, obs, ctx, planned, lr, blind=True)
+                stop = self._early_retreat(state, obs, ctx, planned, lr, blind=True)
+                if stop is None and t >= p.min_progress * planned and not state.get("blind_said"):
+                    # From here the floor holds back a run the others would judge: said once, while the
+                    # trainer can still log the rate or the loss (here, or in its next run).
+                    state["blind_said"] = True
+                    return self._blind_alert(obs, planned, blind_floor)
+                return stop
             blind_floor = None  # near its perfect score: no schedule can add much, judged as the others
         if t < p.min_progress * planned:
             return self._early_retreat(state, obs, ctx, planned, lr, blind=False)
@@ -463,6 +473,33 @@ class Outlook(Rule[OutlookParams]):
             f"neither a learning rate nor a validation loss is logged, but the best is within {room:.3g} of "
             f"the metric's perfect score ({fmt(perfect)}), at most {self.params.blind_headroom:g} of its "
             f"progress ({progress:.3g}), so it is judged from {self.params.min_progress:g} of its plan; "
+        )
+
+    def _blind_alert(self, obs: Observation, planned: int, floor: float) -> Verdict:
+        """The ``blind`` alert at ``obs``: the first evaluation a blind run's later floor holds back."""
+        p = self.params
+        lr_names, loss_names_ = ", ".join(self._lr_names.order[:2]), ", ".join(self._loss_names.order[:2])
+        return Verdict(
+            action="alert",
+            rule=BLIND_ALERT,
+            step=obs.step,
+            reason=(
+                f"neither a learning rate ({lr_names or 'lr_key unset'}) nor a validation loss "
+                f"({loss_names_ or 'loss_key unset'}) has been logged with {self.monitor}: {self.name} "
+                f"judges this run only from {floor:g} of its plan (step {math.ceil(floor * planned)}), "
+                f"not from {p.min_progress:g} (step {math.ceil(p.min_progress * planned)}), as a "
+                "learning-rate schedule it cannot see may still lift the run late; log the rate or the "
+                f"validation loss in the same call as {self.monitor} to be judged from {p.min_progress:g}"
+            ),
+            evidence={
+                "monitor": self.monitor,
+                "step": obs.step,
+                "planned_steps": planned,
+                "blind_min_progress": floor,
+                "min_progress": p.min_progress,
+                "lr_key": list(self._lr_names.order),
+                "loss_key": list(self._loss_names.order),
+            },
         )
 
     @staticmethod
