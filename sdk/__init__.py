@@ -15,7 +15,8 @@ imports on every platform (no Unix-only module at import time).
 Public API:
 
 - ``init``: start or join a run; returns a ``Run``.
-- ``Run``: ``log``, ``should_stop``, ``should_checkpoint``, ``decision``, ``finish`` and the summary figures.
+- ``Run``: ``log``, ``should_stop``, ``should_checkpoint``, ``decision``, ``finish``, ``watch_optimizer`` (the
+  rate each evaluation trained at, logged with it) and the summary figures.
 - ``Decision``: the tracker's verdict (action, step, best step and value, reason, evidence).
 - ``sync``: deliver what the disk spool holds (``plateau sync``); returns a ``SyncReport``.
 - ``SyncReport``: what a sync delivered, left and refused.

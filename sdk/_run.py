@@ -15,6 +15,7 @@ from sdk import _live_runs
 from sdk._agree import Agreement, agreement
 from sdk._decision import Decision
 from sdk._link import recently_unreachable
+from sdk._rate import RateWatch
 from sdk._sender import Sender
 from sdk._spool import UNDELIVERED, Spool, spooled_points
 from sdk._transport import RejectedError, RetryableError, Transport
@@ -64,6 +65,7 @@ class Run:
         self._step_times_published = 0.0
         self._summarised = False
         self._lock = threading.Lock()
+        self._rate: RateWatch | None = None
         self._sender = Sender(
             transport,
             create_body=create_body,
@@ -159,9 +161,29 @@ class Run:
             if step is None:
                 step = self._next_step
             self._next_step = step + 1
+            rate = self._rate
+            if rate is not None and self.monitor in metrics and rate.key not in metrics:
+                value = rate.value()
+                if value is not None:
+                    metrics = {**metrics, rate.key: value}
             self._sender.submit(step, metrics, rank)
         except Exception:  # the loop must go on whatever the user passed
             logger.warning("plateau: could not queue %r at step %r", metrics, step, exc_info=True)
+
+    def watch_optimizer(self, optimizer: Any, *, key: str = "lr") -> None:
+        """Log the learning rate ``optimizer``'s latest step trained at (its first parameter group's), as
+        ``key``, in each ``log()`` call that carries the monitored metric, unless that call logs ``key``
+        itself: the rate the rules of the default policy read beside the metric.
+
+        Read by a hook after each ``optimizer.step()``, before ``scheduler.step()`` changes it, so an epoch's
+        value is logged with the rate the epoch trained at (a loop reading ``param_groups`` after the
+        scheduler's step logs the next epoch's). Takes a torch optimizer (torch >= 2.0); raises
+        ``TypeError`` for anything else. A second call replaces the first.
+        """
+        watch = RateWatch(optimizer, key)
+        if self._rate is not None:
+            self._rate.remove()
+        self._rate = watch
 
     def should_stop(self, *, deferred: bool = False) -> bool:
         """True once the tracker has decided this run should stop.
@@ -309,6 +331,8 @@ class Run:
                 return 0
             self._finished = True
         deadline = time.monotonic() + timeout
+        if self._rate is not None:
+            self._rate.remove()
         self._final_summary()
         left = self._sender.close(timeout)
         self._warn_if_monitor_never_logged()

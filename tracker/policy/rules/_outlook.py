@@ -488,8 +488,9 @@ class Outlook(Rule[OutlookParams]):
                 f"({loss_names_ or 'loss_key unset'}) has been logged with {self.monitor}: {self.name} "
                 f"judges this run only from {floor:g} of its plan (step {math.ceil(floor * planned)}), "
                 f"not from {p.min_progress:g} (step {math.ceil(p.min_progress * planned)}), as a "
-                "learning-rate schedule it cannot see may still lift the run late; log the rate or the "
-                f"validation loss in the same call as {self.monitor} to be judged from {p.min_progress:g}"
+                "learning-rate schedule it cannot see may still lift the run late; log the rate (the SDK's "
+                "run.watch_optimizer(optimizer) does) or the validation loss in the same call as "
+                f"{self.monitor} to be judged from {p.min_progress:g}"
             ),
             evidence={
                 "monitor": self.monitor,
