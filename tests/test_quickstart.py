@@ -162,3 +162,87 @@ def test_a_hung_tracker_costs_the_loop_one_bound_at_most(
     assert outcome["left_at"] == 99
     # Checkpoints stopped with the tracker (a late one may land on the last epoch, once it answers again).
     assert outcome["saved"] in {0, 1, 2, 3, 99}
+
+
+def default_loop_code() -> str:
+    """The Quickstart's second loop: the default policy, with the plan, the rate and the losses."""
+    text = README.read_text()
+    section = text[text.index("**With the default policy**") :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_default_policys_loop_keeps_the_best_epoch_and_logs_each_epochs_rate(
+    quickstart_env: TrackerProcess, tmp_path: Path
+) -> None:
+    """The README's default-policy loop, as written, around a real network on scikit-learn's digits under
+    a cosine schedule: ``best.pt`` holds exactly the weights of ``run.latest.best_step``, the loop leaves at
+    the stop, the stored rate of each epoch is the one it trained at, and nothing is said about what the
+    loop sent (no ``blind``, ``companion_*`` or ``late`` alert)."""
+    import httpx
+    from sklearn.datasets import load_digits
+
+    import sdk
+
+    x_all, y_all = load_digits(return_X_y=True)
+    x = torch.tensor(x_all / 16.0, dtype=torch.float32)
+    y = torch.tensor(y_all)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    train, val = order[:1200], order[1200:]
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+    epochs = 60
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+    weights: list[dict[str, torch.Tensor]] = []  # each epoch's network, as validated
+    rates: list[float] = []  # the rate each epoch trained at
+
+    def train_one_epoch(net: torch.nn.Module, opt: torch.optim.Optimizer) -> float:
+        rates.append(opt.param_groups[0]["lr"])
+        net.train()
+        for start in range(0, len(train), 64):
+            batch = train[start : start + 64]
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(x[batch]), y[batch])
+            loss.backward()
+            opt.step()
+        return loss.item()
+
+    def validate(net: torch.nn.Module) -> tuple[float, float]:
+        net.eval()
+        weights.append({k: v.clone() for k, v in net.state_dict().items()})
+        with torch.no_grad():
+            out = net(x[val])
+        return float(torch.nn.functional.cross_entropy(out, y[val])), float(
+            (out.argmax(1) == y[val]).float().mean()
+        )
+
+    namespace: dict[str, Any] = {
+        "sdk": sdk,
+        "torch": torch,
+        "model": model,
+        "optimizer": optimizer,
+        "scheduler": scheduler,
+        "epochs": epochs,
+        "train_one_epoch": train_one_epoch,
+        "validate": validate,
+    }
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        exec(compile(default_loop_code(), str(README), "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+    run = namespace["run"]
+    left_at = namespace["epoch"]
+    assert (run.latest.action, run.latest.step) == ("stop", left_at)  # it stopped, and left at the stop
+    assert left_at < epochs - 1
+    saved = torch.load(tmp_path / "best.pt")
+    best = run.latest.best_step
+    assert all(torch.equal(saved[k], weights[best][k]) for k in saved)
+    stored = httpx.get(f"{quickstart_env.url}/api/v1/runs/{run.id}/history", params={"key": "lr"}).json()
+    assert [p["step"] for p in stored["points"]] == list(range(left_at + 1))
+    assert [p["value"] for p in stored["points"]] == pytest.approx(rates)
+    decisions = httpx.get(f"{quickstart_env.url}/api/v1/runs/{run.id}/decisions").json()["data"]
+    assert [d["rule"] for d in decisions if d["action"] == "alert"] == []
