@@ -21,12 +21,16 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 PATIENCE = 5  # the Quickstart's rules: patience 5, checkpoint, non_finite; val/loss, mode min
 
 
-def quickstart_code() -> str:
+def _first_python_after(marker: str) -> str:
+    """The first Python block of the README after ``marker``."""
     text = README.read_text()
-    section = text[text.index("## Quickstart") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
+    match = re.search(r"```python\n(.*?)```", text[text.index(marker) :], re.S)
     assert match is not None
     return match.group(1)
+
+
+def quickstart_code() -> str:
+    return _first_python_after("## Quickstart")
 
 
 class Model:
@@ -166,11 +170,7 @@ def test_a_hung_tracker_costs_the_loop_one_bound_at_most(
 
 def default_loop_code() -> str:
     """The Quickstart's second loop: the default policy, with the plan, the rate and the losses."""
-    text = README.read_text()
-    section = text[text.index("**With the default policy**") :]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match is not None
-    return match.group(1)
+    return _first_python_after("**With the default policy**")
 
 
 def test_the_default_policys_loop_keeps_the_best_epoch_and_logs_each_epochs_rate(
