@@ -4,7 +4,6 @@ policy's in the common case, a query only when one is found."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
@@ -37,40 +36,44 @@ def check(
     """The alerts this batch earns: ``companion_late`` (a key at the step judged last, before this batch's
     judging), ``companion_steps`` (a key only far past ``monitored_step``, the newest monitored step this
     batch brings to be judged, if any); each once a run."""
+    brought = _companions_in(policy, key_ids, fresh)
+    if not brought:  # most batches: nothing here to say
+        return []
     alerts = []
-    late = _at_step_judged_last(run, policy, key_ids, fresh)
+    late = _at_step_judged_last(run, brought)
     if late is not None:
         alerts += _late(session, run, policy, fresh, *late)
     if monitored_step is not None:
-        alerts += _other_steps(session, run, policy, key_ids, fresh, monitored_step, same_batch=True)
+        alerts += _other_steps(session, run, policy, brought, monitored_step, same_batch=True)
     elif run.judged_step >= 1 and run.stop_step is None:
         # A key logged on its own, at every training step, goes in batches between two evaluations: the
         # batch that brings the monitored value rarely holds any of it. Compared with the step judged last
         # instead; not with step 0, after which a loop evaluating at global steps 0, N, 2N logs 1..N.
-        alerts += _other_steps(session, run, policy, key_ids, fresh, run.judged_step, same_batch=False)
+        alerts += _other_steps(session, run, policy, brought, run.judged_step, same_batch=False)
     return alerts
 
 
-def _companions_in(
-    policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
-) -> Iterator[tuple[str, int, dict[int, tuple[float, float]]]]:
+_Brought = list[tuple[str, int, dict[int, tuple[float, float]]]]
+
+
+def _companions_in(policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints) -> _Brought:
     """The keys the rules read beside the monitored metric that this batch brings on rank 0: each with its
     id and its new points (step -> value, wall time), in the policy's order."""
+    brought = []
     for key in policy.companion_keys():
         key_id = key_ids.get(key)
         if key_id is not None and (points := fresh.get((key_id, 0))):
-            yield key, key_id, points
+            brought.append((key, key_id, points))
+    return brought
 
 
-def _at_step_judged_last(
-    run: models.Run, policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints
-) -> tuple[str, int] | None:
+def _at_step_judged_last(run: models.Run, brought: _Brought) -> tuple[str, int] | None:
     """A companion key, and its id, that this batch brings at the step judged last, of a running run: the
     rules judged that step with the key's value before it."""
     step = run.judged_step
     if step < 0 or run.stop_step is not None:
         return None
-    for key, key_id, points in _companions_in(policy, key_ids, fresh):
+    for key, key_id, points in brought:
         if step in points:
             return key, key_id
     return None
@@ -94,13 +97,12 @@ def _other_steps(
     session: Session,
     run: models.Run,
     policy: PolicySpec,
-    key_ids: dict[str, int],
-    fresh: NewPoints,
+    brought: _Brought,
     step: int,
     *,
     same_batch: bool,
 ) -> list[Verdict]:
-    firsts = ((key, min(points)) for key, _, points in _companions_in(policy, key_ids, fresh))
+    firsts = ((key, min(points)) for key, _, points in brought)
     found = next(((key, first) for key, first in firsts if in_other_steps(first, step)), None)
     if found is None or has_alert(session, run.id, COMPANION_STEPS):
         return []
