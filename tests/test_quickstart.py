@@ -29,6 +29,16 @@ def _first_python_after(marker: str) -> str:
     return match.group(1)
 
 
+def _exec_in(code: str, namespace: dict[str, Any], folder: Path) -> None:
+    """Run a README loop as written, in ``folder`` (where it saves ``best.pt``)."""
+    cwd = Path.cwd()
+    os.chdir(folder)
+    try:
+        exec(compile(code, str(README), "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+
+
 def quickstart_code() -> str:
     return _first_python_after("## Quickstart")
 
@@ -56,12 +66,7 @@ def run_quickstart(values: list[float], folder: Path, on_epoch: Any = None) -> d
         return values[net.epoch]
 
     namespace: dict[str, Any] = {"train_and_validate": train_and_validate, "model": model}
-    cwd = Path.cwd()
-    os.chdir(folder)
-    try:
-        exec(compile(quickstart_code(), str(README), "exec"), namespace)
-    finally:
-        os.chdir(cwd)
+    _exec_in(quickstart_code(), namespace, folder)
     saved = folder / "best.pt"
     return {
         "left_at": namespace["epoch"],
@@ -228,12 +233,7 @@ def test_the_default_policys_loop_keeps_the_best_epoch_and_logs_each_epochs_rate
         "train_one_epoch": train_one_epoch,
         "validate": validate,
     }
-    cwd = Path.cwd()
-    os.chdir(tmp_path)
-    try:
-        exec(compile(default_loop_code(), str(README), "exec"), namespace)
-    finally:
-        os.chdir(cwd)
+    _exec_in(default_loop_code(), namespace, tmp_path)
     run = namespace["run"]
     left_at = namespace["epoch"]
     assert (run.latest.action, run.latest.step) == ("stop", left_at)  # it stopped, and left at the stop
