@@ -12,10 +12,27 @@ same judgement without naming its keys.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Annotated
 
 from pydantic import Field, StringConstraints
+
+_NAMESPACE_SPLIT = re.compile(r"[/._\-]")
+# A training set's namespace, in the spellings loops give it.
+_TRAINING = frozenset({"train", "training", "trn", "tr"})
+
+
+def namespace(key: str) -> str:
+    """``key``'s first word, lower-cased: ``val`` for ``val/acc``, ``val_loss`` and ``Val.acc``."""
+    return _NAMESPACE_SPLIT.split(key.lower(), maxsplit=1)[0]
+
+
+def in_training_namespace(key: str) -> bool:
+    """Whether ``key``'s first word names the training set (``train/loss``, ``training_acc``,
+    ``trn-auc``): no validation series is read or expected under such a name."""
+    return namespace(key) in _TRAINING
+
 
 MetricName = Annotated[str, StringConstraints(min_length=1, max_length=250)]
 """One metric key (the bounds of a logged key's name)."""

@@ -12,29 +12,23 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from collections.abc import Iterable
 
+from tracker.policy._keys import in_training_namespace, namespace
 from tracker.policy._types import Verdict
 
 RULE = "missing_monitor"
 STEPS_BEFORE_ALERT = 3
 _SIMILAR = 0.6  # difflib's ratio from which two key names read as the same metric misspelt
-_SPLIT = re.compile(r"[/._\-]")
-_TRAINING = frozenset({"train", "training", "trn"})
-
-
-def _namespace(key: str) -> str:
-    return _SPLIT.split(key.lower(), maxsplit=1)[0]
 
 
 @functools.lru_cache(maxsize=4096)
 def is_like_monitor(monitor: str, key: str) -> bool:
     """Whether ``key`` is logged when the monitor would be: its namespace, or a close name; never a key
     of the training namespace."""
-    if key == monitor or _namespace(key) in _TRAINING:
+    if key == monitor or in_training_namespace(key):
         return False
-    if "/" in monitor and _namespace(key) == _namespace(monitor):
+    if "/" in monitor and namespace(key) == namespace(monitor):
         return True
     return difflib.SequenceMatcher(None, monitor.lower(), key.lower()).ratio() >= _SIMILAR
 

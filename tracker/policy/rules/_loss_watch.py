@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from operator import itemgetter
 from typing import Any
 
 from sdk._mode import names_a_loss
 from tracker.policy._base import State
-from tracker.policy._keys import MetricNames, Names
+from tracker.policy._keys import MetricNames, Names, in_training_namespace
 from tracker.policy._stats import step_noise
 from tracker.policy._types import Mode
 
@@ -35,7 +34,6 @@ SET_LOSS_LEAVES = (
     *("perplexity", "ppl", "mse", "rmse", "mae"),
 )
 _SET_SEPARATORS = ("/", "-", ".")
-_TRAIN_WORDS = frozenset(("train", "training", "tr"))
 _step_of = itemgetter(0)
 
 
@@ -64,7 +62,7 @@ def set_losses(monitor: str) -> tuple[str, ...]:
     if cut < 0:
         cut = monitor.find("_")
     prefix = monitor[: cut + 1] if cut > 0 else ""
-    if not prefix or not _TRAIN_WORDS.isdisjoint(re.split(r"[^a-z0-9]+", prefix.lower())):
+    if not prefix or in_training_namespace(prefix):
         return ()
     return tuple(prefix + leaf for leaf in SET_LOSS_LEAVES)
 
