@@ -1027,6 +1027,42 @@ def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names
     assert held is None, held.reason
 
 
+@pytest.mark.parametrize(
+    ("monitor", "train_name", "read"),
+    [
+        ("val/loss", "train/nll", True),
+        ("val/loss", "train/ce", True),
+        ("val/loss", "training/loss", True),
+        ("val_loss", "train_nll", True),
+        ("valid_0/binary_logloss", "training/binary_logloss", True),  # LightGBM's evaluation names
+        ("eval-logloss", "train-logloss", True),  # XGBoost's, from xgb.train's evals
+        # Another set's loss, the training set's accuracy, and a name the monitor's set does not spell.
+        ("val/loss", "test/nll", False),
+        ("val/loss", "train/acc", False),
+        ("val/loss", "train_nll", False),
+    ],
+)
+def test_the_default_reads_a_training_loss_spelt_as_the_monitors_set_is(
+    monitor: str, train_name: str, read: bool
+) -> None:
+    """A training loss spelt as the monitor's set is (``train/nll`` beside ``val/loss``) is the training loss
+    the default reads: until 2026-11-26 only the fixed spellings (``train_loss``, ``train/loss``, ``loss``,
+    ...) were, and an overfitting run logging ``train/nll`` was held until its rate had decayed."""
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    decaying = [1.0 - i / 40 for i in range(40)]  # down to 30% of its peak at step 29
+    falling = [1.0 - 0.02 * i for i in range(40)]  # still fitting its training data after the best (step 8)
+    extras = {"lr": decaying, train_name: falling}
+    stop = stop_of(judge(DEFAULT_RULES, values, mode="min", ctx=plan, extras=extras, monitor=monitor))
+    if not read:
+        assert stop.step == 29  # held by the rate, as with no training loss
+        assert "train_key" not in stop.evidence
+        return
+    assert stop.step == 14
+    assert stop.evidence["train_key"] == train_name
+    assert f"{train_name} fell 0.12 since that best" in stop.reason
+
+
 def test_a_key_parameter_reads_the_first_of_its_names_the_run_logged() -> None:
     values = overfitting_loss(40, 8)
     plan = Context(planned_steps=40)

@@ -34,6 +34,10 @@ SET_LOSS_LEAVES = (
     *("perplexity", "ppl", "mse", "rmse", "mae"),
 )
 _SET_SEPARATORS = ("/", "-", ".")
+# The words a training set's series begin with in the spellings read beside a validation set's monitor
+# (tracker.policy._keys names two more, trn and tr, for telling a training series apart; they are rarely
+# written, and each would add 17 names to look up).
+_TRAINING_WORDS = ("train", "training")
 _step_of = itemgetter(0)
 
 
@@ -58,13 +62,44 @@ def set_losses(monitor: str) -> tuple[str, ...]:
     ``validation_0-auc`` (XGBoost): ``validation_0-logloss``; ``val_accuracy``: ``val_nll``. None for a
     name with no prefix (``accuracy``) or a training set's (``train/acc``: its loss is the training loss,
     read as such)."""
-    cut = max(monitor.rfind(sep) for sep in _SET_SEPARATORS)
-    if cut < 0:
-        cut = monitor.find("_")
-    prefix = monitor[: cut + 1] if cut > 0 else ""
+    prefix = _set_prefix(monitor)
     if not prefix or in_training_namespace(prefix):
         return ()
     return tuple(prefix + leaf for leaf in SET_LOSS_LEAVES)
+
+
+def training_losses(monitor: str) -> tuple[str, ...]:
+    """The names the training loss goes by when spelt as ``monitor``'s set is: ``train`` and ``training``,
+    then the separator that ends the monitor's prefix, then each of :data:`SET_LOSS_LEAVES`. ``val/acc``:
+    ``train/nll``, ``train/ce``, ...; ``valid_0/auc`` (LightGBM names its training set ``training``):
+    ``training/binary_logloss``; ``eval-auc`` (XGBoost's ``evals``): ``train-logloss``; ``val_accuracy``:
+    ``train_nll``. None for a name with no prefix, or a training set's own."""
+    prefix = _set_prefix(monitor)
+    if not prefix or in_training_namespace(prefix):
+        return ()
+    separator = prefix[-1]
+    return tuple(word + separator + leaf for word in _TRAINING_WORDS for leaf in SET_LOSS_LEAVES)
+
+
+def train_loss_names(train_key: MetricNames | None, monitor: str) -> Names:
+    """The spellings a rule reads a training loss under: ``train_key``'s, then :func:`training_losses` of the
+    monitor. Until 2026-11-26 only the fixed spellings were read (``train_loss``, ``train/loss``, ``loss``,
+    ...): a loop logging ``train/nll`` beside ``val/acc`` was judged as logging no training loss, so a
+    run overfitting under a learning rate still to decay was held until the rate had decayed."""
+    names = Names.of(train_key)
+    if train_key is None:
+        return names
+    added = tuple(name for name in training_losses(monitor) if name not in names.order)
+    return Names.of((*names.order, *added)) if added else names
+
+
+def _set_prefix(monitor: str) -> str:
+    """The monitor's set prefix with its separator (``val/`` of ``val/acc``, ``val_`` of ``val_accuracy``),
+    or "" when it has none."""
+    cut = max(monitor.rfind(sep) for sep in _SET_SEPARATORS)
+    if cut < 0:
+        cut = monitor.find("_")
+    return monitor[: cut + 1] if cut > 0 else ""
 
 
 def keep_best(path: list[list[float]], step: int, value: float) -> None:

@@ -23,6 +23,7 @@ from tracker.policy.rules._loss_watch import (
     loss_seen,
     loss_still_falls,
     observe_loss,
+    train_loss_names,
 )
 from tracker.policy.rules._perfect import perfect_score
 from tracker.policy.rules._window import lr_seen
@@ -170,7 +171,7 @@ class Outlook(Rule[OutlookParams]):
         super().__init__(params, monitor=monitor, mode=mode)
         self._lr_names = Names.of(params.lr_key)
         self._loss_names = loss_names(params.loss_key, monitor, mode)
-        self._train_names = Names.of(params.train_key)
+        self._train_names = train_loss_names(params.train_key, monitor)
         self._companions = frozenset((*self._loss_names.order, *self._train_names.order))
         self._share = names_a_share(monitor, mode)
 
