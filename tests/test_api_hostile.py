@@ -181,8 +181,9 @@ def test_a_rate_logged_in_another_step_unit_than_the_monitor_is_said_once(client
 def test_a_rate_logged_on_its_own_in_another_step_unit_is_said_once(client: httpx.Client) -> None:
     """The rate logged at every training step goes in batches of its own, between two evaluations: the
     batch that brings the monitored value holds none of it, and until 2026-11-26 nothing was said. Compared
-    with the step judged last, from step 1 on: a loop evaluating at global steps 0, 100, 200 logs the rate
-    at 1..100 between, in the same unit, and hears nothing."""
+    with the step judged last, from step 1 on, and with the spacing of the last two evaluations: a loop
+    evaluating at global steps 0, 100, 200 logs the rate at 1..100 between, in the same unit, and hears
+    nothing, nor does one evaluating at steps 99, 399, 699."""
     run = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=20)
     answers = [post(client, run["id"], _series("lr", list(range(100)), [0.1] * 100))]  # epoch 0's batches
     answers.append(post(client, run["id"], _series("val/acc", [0], [0.3])))
@@ -204,6 +205,16 @@ def test_a_rate_logged_on_its_own_in_another_step_unit_is_said_once(client: http
     for at in (0, 100, 200):
         quiet.append(post(client, same["id"], _series("val/acc", [at], [0.5])))
         quiet.append(post(client, same["id"], _series("lr", list(range(at + 1, at + 101)), [0.1] * 100)))
+    # One step unit, evaluated at the end of epoch 0 and then every 3 epochs of 100 steps (``if epoch % 3
+    # == 0``: steps 99, 399, 699): 300 steps of rate after the first evaluation, in its unit. Until the
+    # spacing of the last two evaluations was read, this was said at the batch from step 300.
+    every_third = create_run(client, {"monitor": "val/acc", "mode": "max"}, planned_steps=1000)
+    quiet.append(post(client, every_third["id"], _series("lr", list(range(100)), [0.1] * 100)))
+    for at in (99, 399, 699):
+        quiet.append(post(client, every_third["id"], _series("val/acc", [at], [0.5])))
+        for start in range(at + 1, at + 301, 100):
+            steps = list(range(start, start + 100))
+            quiet.append(post(client, every_third["id"], _series("lr", steps, [0.1] * 100)))
     assert [d["rule"] for a in quiet for d in a.json()["decisions"] if d["action"] == "alert"] == []
 
 

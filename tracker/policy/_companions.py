@@ -35,10 +35,13 @@ def late_value_matters(arrived: float, read_instead: float | None) -> bool:
     return read_instead is None or not math.isclose(read_instead, arrived, rel_tol=SAME_COMPANION)
 
 
-def in_other_steps(first_step: int, monitored_step: int) -> bool:
+def in_other_steps(first_step: int, monitored_step: int, spacing: int | None = None) -> bool:
     """Whether a key whose first step in a batch is ``first_step`` is logged in another unit than the
-    monitored metric brought at ``monitored_step`` in the same batch, or judged last at it."""
-    return first_step > 2 * monitored_step + OTHER_STEPS_SLACK
+    monitored metric brought at ``monitored_step`` in the same batch, or judged last at it: past that step
+    by more than twice ``spacing``, the steps between its last two evaluations (taken as the step itself
+    when not given: a loop evaluating every N steps first evaluates at about N), and the slack."""
+    spacing = monitored_step if spacing is None else spacing
+    return first_step > monitored_step + 2 * spacing + OTHER_STEPS_SLACK
 
 
 def companion_late_alert(

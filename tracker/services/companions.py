@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -44,12 +45,9 @@ def check(
     if late is not None:
         alerts += _late(session, run, policy, fresh, *late)
     if monitored_step is not None:
-        alerts += _other_steps(session, run, policy, brought, monitored_step, same_batch=True)
+        alerts += _other_steps(session, run, policy, brought, monitored_step)
     elif run.judged_step >= 1 and run.stop_step is None:
-        # A key logged on its own, at every training step, goes in batches between two evaluations: the
-        # batch that brings the monitored value rarely holds any of it. Compared with the step judged last
-        # instead; not with step 0, after which a loop evaluating at global steps 0, N, 2N logs 1..N.
-        alerts += _other_steps(session, run, policy, brought, run.judged_step, same_batch=False)
+        alerts += _between_evaluations(session, run, policy, brought)
     return alerts
 
 
@@ -94,16 +92,44 @@ def _late(
 
 
 def _other_steps(
-    session: Session,
-    run: models.Run,
-    policy: PolicySpec,
-    brought: _Brought,
-    step: int,
-    *,
-    same_batch: bool,
+    session: Session, run: models.Run, policy: PolicySpec, brought: _Brought, step: int
 ) -> list[Verdict]:
+    """``companion_steps`` for a batch that brings the monitored metric at ``step`` to be judged."""
     firsts = ((key, min(points)) for key, _, points in brought)
     found = next(((key, first) for key, first in firsts if in_other_steps(first, step)), None)
     if found is None or has_alert(session, run.id, COMPANION_STEPS):
         return []
-    return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=same_batch)]
+    return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=True)]
+
+
+def _between_evaluations(
+    session: Session, run: models.Run, policy: PolicySpec, brought: _Brought
+) -> list[Verdict]:
+    """``companion_steps`` for a batch without the monitored metric. A key logged on its own, at every
+    training step, goes in batches between two evaluations: the batch that brings the monitored value
+    rarely holds any of it. Compared with the step judged last (not step 0, after which a loop evaluating
+    at global steps 0, N, 2N logs 1..N) and with the spacing of the last two evaluations, so said only once
+    two have been judged: a loop evaluating at the end of epoch 0 and then every k epochs (``if epoch % k
+    == 0``) logs k epochs of training steps after its first evaluation, in the same unit."""
+    step = run.judged_step
+    firsts = [(key, min(points)) for key, _, points in brought]
+    if not any(in_other_steps(first, step) for _, first in firsts):  # most batches: the cheap test ends it
+        return []
+    spacing = _last_spacing(session, run, policy.monitor)
+    if spacing is None:
+        return []
+    found = next(((key, first) for key, first in firsts if in_other_steps(first, step, spacing)), None)
+    if found is None or has_alert(session, run.id, COMPANION_STEPS):
+        return []
+    return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=False)]
+
+
+def _last_spacing(session: Session, run: models.Run, monitor: str) -> int | None:
+    """The steps between the monitored metric's last two points at or before the step judged last, or None
+    while fewer than two are stored."""
+    key = models.MetricKey
+    monitor_id = session.execute(select(key.id).where(key.name == monitor)).scalar()
+    if monitor_id is None:
+        return None
+    steps = _point_store.newest(session, run.id, monitor_id, 0, 2, at_or_before=run.judged_step).steps
+    return int(steps[-1] - steps[0]) if len(steps) == 2 else None
