@@ -1033,6 +1033,7 @@ def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names
         ("val/loss", "train/nll", True),
         ("val/loss", "train/ce", True),
         ("val/loss", "training/loss", True),
+        ("val/loss", "train/loss_epoch", True),  # Lightning's epoch mean of a loss logged on_step too
         ("val_loss", "train_nll", True),
         ("valid_0/binary_logloss", "training/binary_logloss", True),  # LightGBM's evaluation names
         ("eval-logloss", "train-logloss", True),  # XGBoost's, from xgb.train's evals

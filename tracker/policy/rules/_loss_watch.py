@@ -38,6 +38,7 @@ _SET_SEPARATORS = ("/", "-", ".")
 # (tracker.policy._keys names two more, trn and tr, for telling a training series apart; they are rarely
 # written, and each would add 17 names to look up).
 _TRAINING_WORDS = ("train", "training")
+_TRAINING_LEAVES = (*SET_LOSS_LEAVES, "loss_epoch")
 _step_of = itemgetter(0)
 
 
@@ -70,15 +71,16 @@ def set_losses(monitor: str) -> tuple[str, ...]:
 
 def training_losses(monitor: str) -> tuple[str, ...]:
     """The names the training loss goes by when spelt as ``monitor``'s set is: ``train`` and ``training``,
-    then the separator that ends the monitor's prefix, then each of :data:`SET_LOSS_LEAVES`. ``val/acc``:
-    ``train/nll``, ``train/ce``, ...; ``valid_0/auc`` (LightGBM names its training set ``training``):
+    then the separator that ends the monitor's prefix, then each of :data:`SET_LOSS_LEAVES` or ``loss_epoch``
+    (Lightning's epoch mean of a loss logged ``on_step`` and ``on_epoch``). ``val/acc``: ``train/nll``,
+    ``train/ce``, ``train/loss_epoch``, ...; ``valid_0/auc`` (LightGBM names its training set ``training``):
     ``training/binary_logloss``; ``eval-auc`` (XGBoost's ``evals``): ``train-logloss``; ``val_accuracy``:
     ``train_nll``. None for a name with no prefix, or a training set's own."""
     prefix = _set_prefix(monitor)
     if not prefix or in_training_namespace(prefix):
         return ()
     separator = prefix[-1]
-    return tuple(word + separator + leaf for word in _TRAINING_WORDS for leaf in SET_LOSS_LEAVES)
+    return tuple(word + separator + leaf for word in _TRAINING_WORDS for leaf in _TRAINING_LEAVES)
 
 
 def train_loss_names(train_key: MetricNames | None, monitor: str) -> Names:
