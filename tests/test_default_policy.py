@@ -946,6 +946,8 @@ SPELLINGS = [
     ("eval_loss", "loss", "learning_rate"),
     ("valid_loss", "training_loss", "lr"),
     ("validation/loss", "train_loss_epoch", "learning_rate"),
+    ("val/loss", "train/loss", "train/lr"),  # a loop that namespaces its training series
+    ("val_loss", "train_loss", "train_learning_rate"),
 ]
 
 

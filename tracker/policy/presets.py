@@ -111,7 +111,9 @@ from tracker.policy._types import Mode
 # validation loss (tracker.policy.rules._loss_watch.loss_names, added 2026-11-26), as val_loss always was;
 # so is a loss of the monitor's own set under its common names (val/nll beside val/acc, LightGBM's
 # valid_0/binary_logloss beside valid_0/auc: _loss_watch.set_losses, added the same day).
-LR_NAMES = ["lr", "learning_rate"]
+# The rate is also read under a training namespace (train/lr beside train/loss, as loops that namespace their
+# training series log it; added 2026-11-26, a ninth session: such a run was judged as logging no rate).
+LR_NAMES = ["lr", "learning_rate", "train/lr", "train/learning_rate", "train_lr", "train_learning_rate"]
 VAL_LOSS_NAMES = [
     *("val_loss", "val/loss", "valid_loss", "valid/loss"),
     *("validation_loss", "validation/loss", "eval_loss", "eval/loss"),
