@@ -1000,6 +1000,7 @@ def test_the_default_reads_a_training_loss_and_a_rate_under_the_names_trainers_l
         ("val_accuracy", "val_nll", True),
         ("valid_0/auc", "valid_0/binary_logloss", True),  # LightGBM's evaluation names
         ("validation_0-auc", "validation_0-logloss", True),  # XGBoost's
+        ("valid_0_auc", "valid_0_binary_logloss", True),  # LightGBM's, joined by "_"
         ("eval_accuracy", "eval_loss", True),
         # Another set's loss, an error rate, and a training loss are not the monitor's validation loss.
         ("val/acc", "test/nll", False),

@@ -62,11 +62,14 @@ def set_losses(monitor: str) -> tuple[str, ...]:
     ``val/loss``, ``val/nll``, ``val/ce``, ...; ``valid_0/auc`` (LightGBM): ``valid_0/binary_logloss``;
     ``validation_0-auc`` (XGBoost): ``validation_0-logloss``; ``val_accuracy``: ``val_nll``. None for a
     name with no prefix (``accuracy``) or a training set's (``train/acc``: its loss is the training loss,
-    read as such)."""
+    read as such). A name joined by ``_`` alone also gives its prefix up to its last ``_``: LightGBM's
+    ``valid_0_auc``, logged as ``f"{data_name}_{eval_name}"``, beside ``valid_0_binary_logloss``."""
     prefix = _set_prefix(monitor)
     if not prefix or in_training_namespace(prefix):
         return ()
-    return tuple(prefix + leaf for leaf in SET_LOSS_LEAVES)
+    longer = monitor[: monitor.rfind("_") + 1] if prefix.endswith("_") else prefix
+    prefixes = (prefix, longer) if longer != prefix else (prefix,)
+    return tuple(each + leaf for each in prefixes for leaf in SET_LOSS_LEAVES)
 
 
 def training_losses(monitor: str) -> tuple[str, ...]:
