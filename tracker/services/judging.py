@@ -119,7 +119,7 @@ def _judge_ready(
     """Run the policy over the monitored steps ready to be judged, in order, with the values of the keys
     its rules read at those steps and the experiment's cohort; sets the run's stop. Returns the new
     states, the verdicts, and the rungs judged without a view."""
-    extras = _extras(session, run.id, key_ids, fresh, policy.required_keys(), [r.step for r in ready])
+    extras = _extras(session, run.id, key_ids, fresh, policy.companion_keys(), [r.step for r in ready])
     observations = [Observation(r.step, r.value, r.wall_time, extras[r.step]) for r in ready]
     cohort = ExperimentCohort(session, run, monitor_id)
     context = Context(planned_steps=run.planned_steps, cohort=cohort)
@@ -328,7 +328,7 @@ def _extras(
     run_id: int,
     key_ids: dict[str, int],
     fresh: NewPoints,
-    keys: set[str],
+    keys: tuple[str, ...],
     steps: list[int],
 ) -> dict[int, dict[str, float]]:
     """For each judged step, the rank-0 values of ``keys`` at that step: from this batch, else the latest
@@ -350,9 +350,8 @@ def _extras(
     absent = {key: missing for key, missing in absent.items() if missing}
     if not absent:
         return extras
-    # One lookup for every absent key's id.
-    mk = models.MetricKey
-    rows = session.execute(select(mk.name, mk.id).where(mk.name.in_(sorted(absent))))
+    # One lookup for every absent key's id (a policy names several spellings of each series: tens of names).
+    rows = session.execute(_KEY_IDS, {"names": sorted(absent)})
     stored_ids = {name: key_id for name, key_id in rows}
     for key, missing in absent.items():
         stored_id = stored_ids.get(key)
@@ -413,6 +412,10 @@ _STATES = (
     select(_rule_state.c.state)
     .where(_rule_state.c.run_id == bindparam("run_id"))
     .order_by(_rule_state.c.rule_index)
+)
+_metric_key = models.Base.metadata.tables[models.MetricKey.__tablename__]
+_KEY_IDS = select(_metric_key.c.name, _metric_key.c.id).where(
+    _metric_key.c.name.in_(bindparam("names", expanding=True))
 )
 _UPDATE_STATE = (
     update(_rule_state)
