@@ -350,8 +350,9 @@ def _extras(
     absent = {key: missing for key, missing in absent.items() if missing}
     if not absent:
         return extras
-    # One lookup for every absent key's id (a policy names several spellings of each series: tens of names).
-    rows = session.execute(_KEY_IDS, {"names": sorted(absent)})
+    # One lookup for the ids of the absent keys this run has stored on rank 0: a policy names several
+    # spellings of each series (tens of names), and a shared tracker holds many of them for other runs.
+    rows = session.execute(_STORED_KEY_IDS, {"names": sorted(absent), "run_id": run_id})
     stored_ids = {name: key_id for name, key_id in rows}
     for key, missing in absent.items():
         stored_id = stored_ids.get(key)
@@ -414,8 +415,16 @@ _STATES = (
     .order_by(_rule_state.c.rule_index)
 )
 _metric_key = models.Base.metadata.tables[models.MetricKey.__tablename__]
-_KEY_IDS = select(_metric_key.c.name, _metric_key.c.id).where(
-    _metric_key.c.name.in_(bindparam("names", expanding=True))
+_metric_block = models.Base.metadata.tables[models.MetricBlock.__tablename__]
+_STORED_KEY_IDS = select(_metric_key.c.name, _metric_key.c.id).where(
+    _metric_key.c.name.in_(bindparam("names", expanding=True)),
+    select(_metric_block.c.block)
+    .where(
+        _metric_block.c.run_id == bindparam("run_id"),
+        _metric_block.c.key_id == _metric_key.c.id,
+        _metric_block.c.rank == 0,
+    )
+    .exists(),
 )
 _UPDATE_STATE = (
     update(_rule_state)
