@@ -89,6 +89,14 @@ class PolicySpec(BaseModel):
     def _companions(self) -> tuple[str, ...]:
         return tuple(sorted(self.required_keys()))
 
+    def companion_key_set(self) -> frozenset[str]:
+        """:meth:`required_keys` as a set built once per spec, for membership tests on the ingest path."""
+        return self._companion_set
+
+    @cached_property
+    def _companion_set(self) -> frozenset[str]:
+        return frozenset(self._companions)
+
     def per_rank_keys(self) -> set[str]:
         """Keys watched by per-rank rules (distributed health, on every rank)."""
         return {rule.watch_key() for rule in self.build() if rule.per_rank}

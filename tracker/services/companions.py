@@ -4,6 +4,7 @@ policy's in the common case, a query only when one is found."""
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -57,12 +58,14 @@ _Brought = list[tuple[str, int, dict[int, tuple[float, float]]]]
 def _companions_in(policy: PolicySpec, key_ids: dict[str, int], fresh: NewPoints) -> _Brought:
     """The keys the rules read beside the monitored metric that this batch brings on rank 0: each with its
     id and its new points (step -> value, wall time), in the policy's order."""
-    brought = []
-    for key in policy.companion_keys():
-        key_id = key_ids.get(key)
-        if key_id is not None and (points := fresh.get((key_id, 0))):
-            brought.append((key, key_id, points))
-    return brought
+    # The batch's keys against the policy's: a batch brings a few keys, the default names tens of spellings.
+    companions = policy.companion_key_set()
+    brought = [
+        (key, key_id, points)
+        for key, key_id in key_ids.items()
+        if key in companions and (points := fresh.get((key_id, 0)))
+    ]
+    return sorted(brought, key=itemgetter(0)) if len(brought) > 1 else brought
 
 
 def _at_step_judged_last(run: models.Run, brought: _Brought) -> tuple[str, int] | None:
