@@ -111,18 +111,23 @@ def _between_evaluations(
     """``companion_steps`` for a batch without the monitored metric. A key logged on its own, at every
     training step, goes in batches between two evaluations: the batch that brings the monitored value
     rarely holds any of it. Compared with the step judged last (not step 0, after which a loop evaluating
-    at global steps 0, N, 2N logs 1..N) and with the spacing of the last two evaluations, so said only once
-    two have been judged: a loop evaluating at the end of epoch 0 and then every k epochs (``if epoch % k
-    == 0``) logs k epochs of training steps after its first evaluation, in the same unit."""
+    at global steps 0, N, 2N logs 1..N), past twice it and past it by twice the spacing of the last two
+    evaluations, so said only once two have been judged: a loop evaluating at the end of epoch 0 and then
+    every k epochs (``if epoch % k == 0``) logs k epochs of training steps after its first evaluation, in
+    the same unit."""
     step = run.judged_step
     firsts = [(key, min(points)) for key, _, points in brought]
-    if not any(in_other_steps(first, step) for _, first in firsts):  # most batches: the cheap test ends it
+    # Cheapest first: most batches end at the test against twice the step, and a run already told at the
+    # query for its alert, before the two that read the spacing.
+    if not any(in_other_steps(first, step) for _, first in firsts):
+        return []
+    if has_alert(session, run.id, COMPANION_STEPS):
         return []
     spacing = _last_spacing(session, run, policy.monitor)
     if spacing is None:
         return []
     found = next(((key, first) for key, first in firsts if in_other_steps(first, step, spacing)), None)
-    if found is None or has_alert(session, run.id, COMPANION_STEPS):
+    if found is None:
         return []
     return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=False)]
 
