@@ -4,7 +4,8 @@
 
 Sections (``--only`` takes their numbers): 1 ``log()`` cost; 2 ingest throughput (and the SDK's delivery
 rate, ``log()`` to stored, beside it); 3 keep-alive round trip;
-4 stop-signal latency; 5 policy engine; 6 history of a 1,000,000-point run; 7 storage and memory;
+4 stop-signal latency (and the verdict of an evaluation under the default policy); 5 policy engine;
+6 history of a 1,000,000-point run; 7 storage and memory;
 8 replay of the OPDA curves; 9 a 10,000,000-point series (issue 22: downsampled view, full read, bytes per
 point); 10 an experiment of 10,000 finished runs (issue 22: the runs list's first page, and a monitored
 evaluation under ``percentile`` and ``asha`` at 100 and at 10,000 finished runs; ~4 min); 11 load
@@ -252,6 +253,10 @@ def _stop_latency(figures: list[Figure], server: TrackerProcess) -> None:
     p50, p99 = client.stop_latency_ms(server.url)
     figures.append(Figure("4", "stop-signal latency, p50", p50, "ms", "<= 10 ms", _within(p50, 10)))
     figures.append(Figure("4", "stop-signal latency, p99", p99, "ms", "<= 50 ms", _within(p99, 50)))
+    p50, p99 = client.default_verdict_ms(server.url)
+    name = "verdict of an evaluation under the default policy, shared tracker"
+    figures.append(Figure("4", f"{name}, p50", p50, "ms", "<= 10 ms", _within(p50, 10)))
+    figures.append(Figure("4", f"{name}, p99", p99, "ms", "<= 50 ms", _within(p99, 50)))
 
 
 def _engine(figures: list[Figure]) -> None:
