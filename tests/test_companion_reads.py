@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event, select
 
+from tests.benchmarks._client_side import OTHER_TRAINERS_KEYS
 from tracker.db import models
 from tracker.db.engine import Database
 from tracker.schemas.metrics import MetricBatch
@@ -16,12 +17,6 @@ from tracker.schemas.runs import RunCreate
 from tracker.services import runs
 from tracker.services.ingest import ingest
 from tracker.services.keys import KeyCache
-
-# Spellings of the default's companion series, as other trainers on the same tracker log them.
-OTHER_RUNS_KEYS = [
-    *("loss", "learning_rate", "train_loss", "eval_loss", "val_loss", "valid_loss", "training_loss"),
-    *("train_loss_epoch", "val/nll", "train/nll", "train_lr", "validation/loss", "eval/loss", "valid/loss"),
-]
 
 
 @pytest.fixture
@@ -50,7 +45,7 @@ def _block_reads(db: Database) -> list[str]:
 def test_a_stored_rate_is_read_without_reading_the_spellings_other_runs_logged(database: Database) -> None:
     keys = KeyCache()
     other = runs.create_or_join(database, RunCreate(project="p", experiment="other", name="other"))
-    ingest(database, keys, other.id, _batch("other", 0, dict.fromkeys(OTHER_RUNS_KEYS, 1.0)))
+    ingest(database, keys, other.id, _batch("other", 0, dict.fromkeys(OTHER_TRAINERS_KEYS, 1.0)))
     run = runs.create_or_join(
         database,
         RunCreate(project="p", experiment="e", name="r", policy={"monitor": "val/acc"}, planned_steps=99),
