@@ -16,6 +16,26 @@ from typing import Any, Protocol
 logger = logging.getLogger("plateau")
 
 
+# The attributes optimizer wrappers keep the torch optimizer they step under: Accelerate's
+# AcceleratedOptimizer ``optimizer``, Lightning's LightningOptimizer ``_optimizer``.
+_WRAPPED = ("optimizer", "_optimizer")
+
+
+def _stepped(optimizer: Any) -> Any:
+    """The torch optimizer whose ``step()`` a wrapper calls, or ``optimizer`` itself. A wrapper that does not
+    run ``torch.optim.Optimizer.__init__`` (Accelerate's) has no hooks of its own: registering one on it
+    fails, and its ``step()`` would not run it; the optimizer it wraps runs its hooks at each real step
+    (none on a gradient-accumulation step that skips it)."""
+    for _ in range(4):  # wrappers of wrappers, bounded
+        if hasattr(optimizer, "_optimizer_step_post_hooks"):  # initialised as a torch optimizer
+            return optimizer
+        inner = next((getattr(optimizer, name) for name in _WRAPPED if hasattr(optimizer, name)), None)
+        if inner is None or inner is optimizer:
+            return optimizer
+        optimizer = inner
+    return optimizer
+
+
 class _Handle(Protocol):
     def remove(self) -> None: ...
 
@@ -26,6 +46,7 @@ class RateWatch:
     __slots__ = ("_handle", "_rate", "key")
 
     def __init__(self, optimizer: Any, key: str) -> None:
+        optimizer = _stepped(optimizer)
         register = getattr(optimizer, "register_step_post_hook", None)
         groups = getattr(optimizer, "param_groups", None)
         if not callable(register) or not groups or not isinstance(groups[0], dict) or "lr" not in groups[0]:

@@ -177,7 +177,8 @@ class Run:
 
         Read by a hook after each ``optimizer.step()``, before ``scheduler.step()`` changes it, so an epoch's
         value is logged with the rate the epoch trained at (a loop reading ``param_groups`` after the
-        scheduler's step logs the next epoch's). Takes a torch optimizer (torch >= 2.0); raises
+        scheduler's step logs the next epoch's). Takes a torch optimizer (torch >= 2.0), or a wrapper of
+        one (Accelerate's ``AcceleratedOptimizer``: the hook goes on the optimizer it wraps); raises
         ``TypeError`` for anything else. A second call replaces the first.
         """
         watch = RateWatch(optimizer, key)

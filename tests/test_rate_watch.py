@@ -72,3 +72,33 @@ def test_a_second_watch_replaces_the_first(tracker: TrackerProcess) -> None:
         first.step()  # no longer watched
         run.log({"val/acc": 0.6}, step=1)
     assert [v for _, v in _stored(tracker, run.id, "lr")] == [0.25, 0.25]
+
+
+def test_an_accelerate_optimizer_is_watched_through_the_optimizer_it_wraps(tracker: TrackerProcess) -> None:
+    """Accelerate's ``AcceleratedOptimizer`` does not initialise torch's ``Optimizer``: a hook registered on
+    it failed (``AttributeError``), and its ``step()`` would not run one. The rate is read from the
+    optimizer it wraps, at each step it really takes: with two batches accumulated per step, as often."""
+    accelerate = pytest.importorskip("accelerate")
+    torch.manual_seed(0)
+    accelerator = accelerate.Accelerator(cpu=True, gradient_accumulation_steps=2)
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.1)
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    x, y = torch.randn(8, 2), torch.randn(8, 1)
+    with sdk.init(
+        project="rate", monitor="val/acc", mode="max", rules=[{"rule": "checkpoint"}], url=tracker.url
+    ) as run:
+        run.watch_optimizer(optimizer)
+        for epoch in range(4):
+            for _ in range(4):  # two optimizer steps an epoch
+                with accelerator.accumulate(model):
+                    accelerator.backward(torch.nn.functional.mse_loss(model(x), y))
+                    optimizer.step()
+                    optimizer.zero_grad()
+            scheduler.step()
+            run.log({"val/acc": 0.5 + epoch / 100}, step=epoch)
+            run.should_checkpoint()
+    stored = _stored(tracker, run.id, "lr")
+    assert [s for s, _ in stored] == [0, 1, 2, 3]
+    assert [v for _, v in stored] == pytest.approx([0.1, 0.1, 0.01, 0.01])
