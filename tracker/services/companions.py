@@ -98,8 +98,7 @@ def _other_steps(
     session: Session, run: models.Run, policy: PolicySpec, brought: _Brought, step: int
 ) -> list[Verdict]:
     """``companion_steps`` for a batch that brings the monitored metric at ``step`` to be judged."""
-    firsts = ((key, min(points)) for key, _, points in brought)
-    found = next(((key, first) for key, first in firsts if in_other_steps(first, step)), None)
+    found = _in_other_steps(_firsts(brought), step)
     if found is None or has_alert(session, run.id, COMPANION_STEPS):
         return []
     return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=True)]
@@ -116,20 +115,28 @@ def _between_evaluations(
     every k epochs (``if epoch % k == 0``) logs k epochs of training steps after its first evaluation, in
     the same unit."""
     step = run.judged_step
-    firsts = [(key, min(points)) for key, _, points in brought]
+    firsts = _firsts(brought)
     # Cheapest first: most batches end at the test against twice the step, and a run already told at the
     # query for its alert, before the two that read the spacing.
-    if not any(in_other_steps(first, step) for _, first in firsts):
-        return []
-    if has_alert(session, run.id, COMPANION_STEPS):
+    if _in_other_steps(firsts, step) is None or has_alert(session, run.id, COMPANION_STEPS):
         return []
     spacing = _last_spacing(session, run, policy.monitor)
-    if spacing is None:
-        return []
-    found = next(((key, first) for key, first in firsts if in_other_steps(first, step, spacing)), None)
+    found = None if spacing is None else _in_other_steps(firsts, step, spacing)
     if found is None:
         return []
     return [companion_steps_alert(found[0], found[1], policy.monitor, step, same_batch=False)]
+
+
+def _firsts(brought: _Brought) -> list[tuple[str, int]]:
+    """Each companion key the batch brings, with its first step in the batch."""
+    return [(key, min(points)) for key, _, points in brought]
+
+
+def _in_other_steps(
+    firsts: list[tuple[str, int]], step: int, spacing: int | None = None
+) -> tuple[str, int] | None:
+    """The first key, with its first step, that :func:`in_other_steps` finds in another unit, or None."""
+    return next(((key, first) for key, first in firsts if in_other_steps(first, step, spacing)), None)
 
 
 def _last_spacing(session: Session, run: models.Run, monitor: str) -> int | None:
