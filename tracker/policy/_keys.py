@@ -44,11 +44,12 @@ MetricNames = MetricName | Annotated[tuple[MetricName, ...], Field(min_length=1,
 class Names:
     """The names a key parameter gives, in order of preference (none when the parameter is off)."""
 
-    __slots__ = ("_any", "order")
+    __slots__ = ("_any", "_first", "order")
 
     def __init__(self, given: MetricNames | None) -> None:
         self.order: tuple[str, ...] = () if given is None else (given,) if isinstance(given, str) else given
         self._any = frozenset(self.order)
+        self._first = self.order[0] if self.order else ""
 
     @staticmethod
     @functools.lru_cache(maxsize=1024)  # bounded: policies come from clients, with any names
@@ -62,7 +63,11 @@ class Names:
 
     def read(self, extras: Mapping[str, float]) -> float | None:
         """The value of the first of the names the run has logged (in ``extras``), or None."""
-        # Most evaluations carry none of the names, or one: a disjointness test walks the smaller side.
+        # The first name is the common spelling (lr, val_loss): asked first, it ends most reads. Otherwise
+        # most evaluations carry none of the names: a disjointness test walks the smaller side.
+        value = extras.get(self._first)
+        if value is not None:
+            return value
         if self._any.isdisjoint(extras):
             return None
         for name in self.order:

@@ -10,7 +10,7 @@ from pydantic import Field
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
 from tracker.policy._percent import names_a_share, share_resolution
-from tracker.policy._types import Context, Mode, Observation, Verdict, better, fmt
+from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
     loss_names,
     loss_outlook,
@@ -249,7 +249,7 @@ class Degenerate(Rule[DegenerateParams]):
         if len(ys) <= fine_window:
             return
         leaving, floor = ys[-fine_window - 1], state["floor"]
-        if floor is None or better(floor, leaving, self.mode):
+        if floor is None or (floor > leaving if self.mode == "max" else floor < leaving):  # better(), inline
             state["floor"] = leaving
 
     def _fine_collapse(self, state: State, short: list[float], run: _SoFar) -> float | None:

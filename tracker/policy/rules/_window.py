@@ -56,8 +56,9 @@ def warm_up_over(
     """Whether a run is past its warm-up: the learning rate ``lr`` (None when none is logged) has stopped
     rising, the step is at least ``warmup``, and past ``min_progress`` of the planned length (if declared)."""
     if lr is not None:  # (lr_warmup_over reads no rate as over, and changes nothing)
-        state, lr_over = lr_warmup_over(state, lr)
-        if not lr_over:
+        if state.get("lr") == lr:  # lr_warmup_over's first answer, without the call: most points repeat
+            state["lr_warm_done"] = True
+        elif not lr_warmup_over(state, lr)[1]:
             return state, False
     planned = ctx.planned_steps
     past_plan = planned is None or obs.step >= min_progress * planned
