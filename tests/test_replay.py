@@ -299,6 +299,62 @@ def test_replay_hands_the_files_series_to_the_rules(tmp_path: Path) -> None:
     assert 0.0 <= report["sources"]["flat-rate"]["mean_regret"] < 0.001
 
 
+def test_replay_reads_a_curve_file_written_as_the_api_writes_numbers(tmp_path: Path) -> None:
+    """A curve file may spell NaN as the API does (the string "NaN": strict JSON has no literal for it), and
+    leave the watched metric null where a run did not evaluate (validation every other epoch, its rate at
+    every one). Until 2026-11-27 one "NaN" string dropped the whole series, so the run was replayed as NaN at
+    every checkpoint (stopped at once: "saved 1.000, regret 0"), a null was read as NaN (stopped there), a
+    --metric the file lacks replayed every run as NaN without a word, and x = 0.5, 1.0, 1.5 was truncated to
+    steps 0, 1, 1."""
+    n = 30
+    climb = [0.9 - 0.8 * math.exp(-0.4 * i) for i in range(n)]
+    peaked = [0.5 + 0.02 * i if i <= 10 else 0.7 - 0.01 * (i - 10) for i in range(n)]
+    diverged: list[float | str] = [*climb[:12], "NaN", *climb[13:]]
+    every_other: list[float | None] = [v if i % 2 == 0 else None for i, v in enumerate(peaked)]
+    records = [
+        {"source": "api", "run_id": "nan", "x": list(range(n)), "val": diverged, "budget": n},
+        {
+            "source": "api",
+            "run_id": "sparse",
+            "x": list(range(n)),
+            "val": every_other,
+            "budget": n,
+            "lr": [0.1] * n,
+        },
+        {
+            "source": "api",
+            "run_id": "dense",
+            "x": list(range(0, n, 2)),
+            "val": peaked[::2],
+            "budget": n,
+            "lr": [0.1] * len(peaked[::2]),
+        },
+        {"source": "api", "run_id": "unwatched", "x": list(range(n)), "val_acc": climb, "budget": n},
+    ]
+    path = tmp_path / "curves.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = plateau_replay("patience-3", "--curves", str(path), "--json")
+    assert out.returncode == 0, out.stderr
+    stops = json.loads(out.stdout)["stop_index"]
+    assert stops["api/nan"] == 12  # non_finite at the NaN itself, not at the first checkpoint
+    # The run evaluated at even checkpoints is replayed as the same run written without the others: judged
+    # at the same steps (10 is its best, so patience 3 stops at step 16, its 8th evaluation).
+    assert stops["api/sparse"] == stops["api/dense"] == 8
+    assert "api/unwatched" not in stops
+    assert "1 run(s) have no 'val' series (--metric), skipped: api/unwatched" in out.stderr
+    loaded = {c.run_id: c for c in load_jsonl(path, metric="val", score="val")}
+    assert loaded["sparse"].steps == loaded["dense"].steps == list(range(0, n, 2))
+    assert loaded["sparse"].extras["lr"] == [0.1] * (n // 2)
+    assert math.isnan(loaded["nan"].watch[12])
+    assert loaded["nan"].watch[13] == climb[13]
+
+    fractional = tmp_path / "fractional.jsonl"
+    fractional.write_text(json.dumps({"source": "f", "run_id": 1, "x": [0.5, 1.0, 1.5], "val": [1, 2, 3]}))
+    out = plateau_replay("patience-3", "--curves", str(fractional))
+    assert out.returncode == 1
+    assert f"{fractional}:1: x must hold whole steps" in out.stderr
+
+
 def _sweep_curve(run_id: str, values: list[float]) -> Curve:
     steps = list(range(1, len(values) + 1))
     return Curve("sweep", run_id, steps, values, values, [float(s) for s in steps], planned_steps=len(values))

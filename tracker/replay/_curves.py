@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
+from sdk._numbers import NON_FINITE
 from sdk.client import NotFoundError, TrackerClient, connect
 from tracker.policy import Mode
 
@@ -39,10 +40,19 @@ class Curve:
         return 1.0 if (self.score_mode or mode) == "max" else -1.0
 
 
+def _is_number(value: Any) -> bool:
+    """A per-checkpoint value a curve file may hold: a JSON number, null (not recorded there), or NaN and
+    +-inf spelled as the API spells them (the strings ``NaN``, ``Infinity``, ``-Infinity``: strict JSON has
+    no literal for them)."""
+    if value is None or isinstance(value, str):
+        return value is None or value in NON_FINITE
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _floats(values: list[Any] | None, n: int) -> list[float]:
     if values is None:
         return [math.nan] * n
-    return [math.nan if v is None else float(v) for v in values]
+    return [math.nan if v is None else NON_FINITE[v] if isinstance(v, str) else float(v) for v in values]
 
 
 def _schedule(hparams: dict[str, Any], steps: list[int], budget: int | None) -> list[float] | None:
@@ -70,11 +80,26 @@ def _series(record: dict[str, Any], n: int) -> dict[str, list[float]]:
     return {
         key: _floats(values, n)
         for key, values in record.items()
-        if key != "x"
-        and isinstance(values, list)
-        and len(values) == n
-        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values)
+        if key != "x" and isinstance(values, list) and len(values) == n and all(_is_number(v) for v in values)
     }
+
+
+def _whole_step(x: Any) -> int:
+    """A checkpoint's step: a whole number (``2.0`` is step 2). A fraction is refused, not truncated: 0.5,
+    1.0 and 1.5 would become steps 0, 1 and 1, two checkpoints at one step."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not float(x).is_integer():
+        raise ValueError(f"x must hold whole steps (an epoch or a batch count), got {x!r}")
+    return int(x)
+
+
+def _evaluated(record: dict[str, Any], metric: str, n: int) -> list[int] | None:
+    """The checkpoints at which the watched ``metric`` was recorded: where its value is null it was not
+    evaluated (a run validated every other epoch, with its other series at every one), and a policy judges
+    only the checkpoints it was. None when the record has no such series at all."""
+    values = record.get(metric)
+    if not isinstance(values, list) or len(values) != n or not all(_is_number(v) for v in values):
+        return None
+    return [i for i, v in enumerate(values) if v is not None]
 
 
 def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Curve | None:
@@ -86,12 +111,16 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
     (OPDA's runs), when its hyperparameters describe one. ``mode`` (``min``/``max``), when present, is the
     direction the watched metric improves in, ``score_mode`` that of the scored one (default: ``mode``).
     """
-    steps = [int(x) for x in record.get("x") or []]
+    steps = [_whole_step(x) for x in record.get("x") or []]
     n = len(steps)
-    if n == 0:
+    evaluated = _evaluated(record, metric, n) if n else None
+    if not evaluated:  # an empty run, or one that never recorded the watched metric
         return None
     series = _series(record, n)
-    watch = series.get(metric) or [math.nan] * n
+    if len(evaluated) < n:  # only the checkpoints the metric was evaluated at (their costs are cumulative)
+        steps = [steps[i] for i in evaluated]
+        series = {key: [values[i] for i in evaluated] for key, values in series.items()}
+    watch = series[metric]
     scored = series.get(score) or watch
     cost = series.get("time_s") or [float(s) for s in steps]
     extras = dict(series)
@@ -119,7 +148,9 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
     )
 
 
-def load_jsonl(path: Path, *, metric: str, score: str) -> Iterator[Curve]:
+def load_jsonl(path: Path, *, metric: str, score: str, unwatched: list[str] | None = None) -> Iterator[Curve]:
+    """The runs of a JSON-lines curve file; a run that never recorded ``metric`` is skipped, and named
+    (``source/run_id``) in ``unwatched`` when a list is given, so the caller can say so."""
     with path.open() as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -128,9 +159,14 @@ def load_jsonl(path: Path, *, metric: str, score: str) -> Iterator[Curve]:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-            curve = curve_from_record(record, metric=metric, score=score)
+            try:
+                curve = curve_from_record(record, metric=metric, score=score)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: {exc}") from exc
             if curve is not None:
                 yield curve
+            elif unwatched is not None and record.get("x"):
+                unwatched.append(f"{record.get('source', 'curves')}/{record.get('run_id')}")
 
 
 def _history(client: TrackerClient, run_id: int, key: str) -> dict[int, tuple[float, float]]:

@@ -65,11 +65,14 @@ def replay_sources(
     return reports, stops
 
 
-def _curves_of(args: Any) -> list[Curve]:
-    """The curves the command names: its files, then the tracker's experiment."""
+def _curves_of(args: Any, unwatched: list[str]) -> list[Curve]:
+    """The curves the command names: its files, then the tracker's experiment. The files' runs that never
+    recorded the watched metric are named in ``unwatched``."""
     curves: list[Curve] = []
     for path in args.curves or []:
-        curves += load_jsonl(Path(path), metric=args.metric, score=args.score or args.metric)
+        curves += load_jsonl(
+            Path(path), metric=args.metric, score=args.score or args.metric, unwatched=unwatched
+        )
     if args.experiment:
         curves += load_tracker(
             args.url,
@@ -100,11 +103,19 @@ def run_replay(args: Any) -> int:
         print(f"plateau replay: bad policy {args.policy!r}: {exc}", file=sys.stderr)
         return 1
     started = time.perf_counter()
+    unwatched: list[str] = []
     try:
-        curves = _curves_of(args)
+        curves = _curves_of(args, unwatched)
     except (OSError, ValueError) as exc:
         print(f"plateau replay: {exc}", file=sys.stderr)
         return 1
+    if unwatched:  # said, never replayed as a run of NaN (which every rule would stop at once)
+        shown = ", ".join(unwatched[:3]) + (", ..." if len(unwatched) > 3 else "")
+        print(
+            f"plateau replay: {len(unwatched)} run(s) have no {args.metric!r} series (--metric), "
+            f"skipped: {shown}",
+            file=sys.stderr,
+        )
     if args.source:
         curves = [c for c in curves if c.source in set(args.source)]
     if not curves:
