@@ -112,8 +112,8 @@ def run_replay(args: Any) -> int:
     if unwatched:  # said, never replayed as a run of NaN (which every rule would stop at once)
         shown = ", ".join(unwatched[:3]) + (", ..." if len(unwatched) > 3 else "")
         print(
-            f"plateau replay: {len(unwatched)} run(s) have no {args.metric!r} series (--metric), "
-            f"skipped: {shown}",
+            f"plateau replay: {len(unwatched)} run(s) have no {args.metric!r} series (--metric: a list as "
+            f"long as x of numbers, nulls or 'NaN'/'Infinity'/'-Infinity'), skipped: {shown}",
             file=sys.stderr,
         )
     if args.source:
