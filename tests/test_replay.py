@@ -333,9 +333,10 @@ def test_replay_reads_a_curve_file_written_as_the_api_writes_numbers(tmp_path: P
     ]
     path = tmp_path / "curves.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    out = plateau_replay("patience-3", "--curves", str(path), "--json")
+    out = plateau_replay("patience-3", "--curves", str(path), "--json", "--score", "val2")
     assert out.returncode == 0, out.stderr
     stops = json.loads(out.stdout)["stop_index"]
+    assert "3 run(s) have no 'val2' series (--score), scored on 'val' instead" in out.stderr
     assert stops["api/nan"] == 12  # non_finite at the NaN itself, not at the first checkpoint
     # The run evaluated at even checkpoints is replayed as the same run written without the others: judged
     # at the same steps (10 is its best, so patience 3 stops at step 16, its 8th evaluation).

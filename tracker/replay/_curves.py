@@ -148,9 +148,17 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
     )
 
 
-def load_jsonl(path: Path, *, metric: str, score: str, unwatched: list[str] | None = None) -> Iterator[Curve]:
+def load_jsonl(
+    path: Path,
+    *,
+    metric: str,
+    score: str,
+    unwatched: list[str] | None = None,
+    unscored: list[str] | None = None,
+) -> Iterator[Curve]:
     """The runs of a JSON-lines curve file; a run that never recorded ``metric`` is skipped, and named
-    (``source/run_id``) in ``unwatched`` when a list is given, so the caller can say so."""
+    (``source/run_id``) in ``unwatched`` when a list is given, so the caller can say so; a run without a
+    ``score`` series is scored on ``metric`` and named in ``unscored``."""
     with path.open() as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -164,6 +172,8 @@ def load_jsonl(path: Path, *, metric: str, score: str, unwatched: list[str] | No
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: {exc}") from exc
             if curve is not None:
+                if unscored is not None and score != metric and curve.score is curve.watch:
+                    unscored.append(f"{curve.source}/{curve.run_id}")
                 yield curve
             elif unwatched is not None and record.get("x"):
                 unwatched.append(f"{record.get('source', 'curves')}/{record.get('run_id')}")

@@ -65,13 +65,14 @@ def replay_sources(
     return reports, stops
 
 
-def _curves_of(args: Any, unwatched: list[str]) -> list[Curve]:
+def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Curve]:
     """The curves the command names: its files, then the tracker's experiment. The files' runs that never
-    recorded the watched metric are named in ``unwatched``."""
+    recorded the watched metric are named in ``unwatched``, those without the scored one in ``unscored``."""
     curves: list[Curve] = []
+    score = args.score or args.metric
     for path in args.curves or []:
         curves += load_jsonl(
-            Path(path), metric=args.metric, score=args.score or args.metric, unwatched=unwatched
+            Path(path), metric=args.metric, score=score, unwatched=unwatched, unscored=unscored
         )
     if args.experiment:
         curves += load_tracker(
@@ -83,6 +84,11 @@ def _curves_of(args: Any, unwatched: list[str]) -> list[Curve]:
             score=args.score or args.metric,
         )
     return curves
+
+
+def _some(names: list[str]) -> str:
+    """The first few of ``names``, for a one-line message."""
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
 
 
 def run_replay(args: Any) -> int:
@@ -104,16 +110,22 @@ def run_replay(args: Any) -> int:
         return 1
     started = time.perf_counter()
     unwatched: list[str] = []
+    unscored: list[str] = []
     try:
-        curves = _curves_of(args, unwatched)
+        curves = _curves_of(args, unwatched, unscored)
     except (OSError, ValueError) as exc:
         print(f"plateau replay: {exc}", file=sys.stderr)
         return 1
     if unwatched:  # said, never replayed as a run of NaN (which every rule would stop at once)
-        shown = ", ".join(unwatched[:3]) + (", ..." if len(unwatched) > 3 else "")
         print(
             f"plateau replay: {len(unwatched)} run(s) have no {args.metric!r} series (--metric: a list as "
-            f"long as x of numbers, nulls or 'NaN'/'Infinity'/'-Infinity'), skipped: {shown}",
+            f"long as x of numbers, nulls or 'NaN'/'Infinity'/'-Infinity'), skipped: {_some(unwatched)}",
+            file=sys.stderr,
+        )
+    if unscored:  # their regret is then the watched metric's: said, as it is not what --score asked
+        print(
+            f"plateau replay: {len(unscored)} run(s) have no {args.score!r} series (--score), scored on "
+            f"{args.metric!r} instead: {_some(unscored)}",
             file=sys.stderr,
         )
     if args.source:
