@@ -103,7 +103,8 @@ def _evaluated(record: dict[str, Any], metric: str, n: int) -> list[int] | None:
 
 
 def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Curve | None:
-    """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run.
+    """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run or one
+    with no ``metric`` series. Only the checkpoints where ``metric`` is recorded (not null) are kept.
 
     Every per-checkpoint series in the record (``lr``, ``train_loss``, ``val_loss``, any key a policy
     names) is handed to the rules under its own name, as the trainer would have logged it; ``train_loss``
