@@ -92,16 +92,6 @@ def _whole_step(x: Any) -> int:
     return int(x)
 
 
-def _evaluated(record: dict[str, Any], metric: str, n: int) -> list[int] | None:
-    """The checkpoints at which the watched ``metric`` was recorded: where its value is null it was not
-    evaluated (a run validated every other epoch, with its other series at every one), and a policy judges
-    only the checkpoints it was. None when the record has no such series at all."""
-    values = record.get(metric)
-    if not isinstance(values, list) or len(values) != n or not all(_is_number(v) for v in values):
-        return None
-    return [i for i, v in enumerate(values) if v is not None]
-
-
 def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Curve | None:
     """A :class:`Curve` from one line of the OPDA-schema JSON-lines format; None for an empty run or one
     with no ``metric`` series. Only the checkpoints where ``metric`` is recorded (not null) are kept.
@@ -114,10 +104,14 @@ def curve_from_record(record: dict[str, Any], *, metric: str, score: str) -> Cur
     """
     steps = [_whole_step(x) for x in record.get("x") or []]
     n = len(steps)
-    evaluated = _evaluated(record, metric, n) if n else None
-    if not evaluated:  # an empty run, or one that never recorded the watched metric
-        return None
     series = _series(record, n)
+    if metric not in series:  # an empty run, or one that never recorded the watched metric
+        return None
+    # Where the watched metric is null the run was not evaluated (validated every other epoch, its other
+    # series at every one): a policy judges only the checkpoints it was.
+    evaluated = [i for i, v in enumerate(record[metric]) if v is not None]
+    if not evaluated:
+        return None
     if len(evaluated) < n:  # only the checkpoints the metric was evaluated at (their costs are cumulative)
         steps = [steps[i] for i in evaluated]
         series = {key: [values[i] for i in evaluated] for key, values in series.items()}
