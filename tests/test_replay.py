@@ -164,6 +164,7 @@ def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
         ]
         client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
         client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"})
+    waiting = create_run(client, experiment=experiment)  # live, nothing logged yet: said, not replayed
     out = plateau_replay(
         "patience-2", "--url", tracker.url, "--project", "tests", "--experiment", experiment, "--json"
     )
@@ -171,6 +172,24 @@ def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
     report = json.loads(out.stdout)
     assert report["sources"][experiment]["runs"] == 2
     assert sorted(report["stop_index"].values()) == [3, 4]
+    assert "1 run(s) have no 'val' series (--metric" in out.stderr
+    assert f"skipped: {experiment}/{waiting['id']}" in out.stderr
+    # No points under --score: scored on the watched metric, and said (it read NaN scores before).
+    out = plateau_replay(
+        "patience-2",
+        "--url",
+        tracker.url,
+        "--project",
+        "tests",
+        "--experiment",
+        experiment,
+        "--score",
+        "test/acc",
+        "--json",
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["sources"][experiment]["mean_regret"] == 0
+    assert "2 run(s) have no 'test/acc' series (--score), scored on 'val' instead" in out.stderr
 
 
 def test_the_benchmarks_patience_frontier_matches_the_engine(opda_slice: Path) -> None:

@@ -190,16 +190,26 @@ def load_tracker(
     metric: str,
     score: str,
     token: str | None = None,
+    unwatched: list[str] | None = None,
+    unscored: list[str] | None = None,
 ) -> Iterator[Curve]:
     """The stored runs of ``experiment`` (oldest first), read over the tracker's HTTP API (``url``, else
-    ``$PLATEAU_URL``; ``token``, else ``$PLATEAU_TOKEN``)."""
+    ``$PLATEAU_URL``; ``token``, else ``$PLATEAU_TOKEN``). As :func:`load_jsonl`: a run with no ``metric``
+    points is skipped and named in ``unwatched``, one with no ``score`` points scored on ``metric`` and
+    named in ``unscored``."""
     with connect(url, token=token) as client:
         runs = client.runs(project=project, experiment=experiment)
         for run in runs:
             watched = _history(client, run["id"], metric)
             if not watched:
+                if unwatched is not None:
+                    unwatched.append(f"{experiment}/{run['id']}")
                 continue
             scored = _history(client, run["id"], score) if score != metric else watched
+            if not scored:  # no points under --score: scored on the watched metric, as a curve file's run
+                scored = watched
+                if unscored is not None:
+                    unscored.append(f"{experiment}/{run['id']}")
             steps = sorted(watched)
             start = watched[steps[0]][1]
             extras = {}

@@ -66,8 +66,8 @@ def replay_sources(
 
 
 def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Curve]:
-    """The curves the command names: its files, then the tracker's experiment. The files' runs that never
-    recorded the watched metric are named in ``unwatched``, those without the scored one in ``unscored``."""
+    """The curves the command names: its files, then the tracker's experiment. Runs that never recorded the
+    watched metric are named in ``unwatched``, those without the scored one in ``unscored``."""
     curves: list[Curve] = []
     score = args.score or args.metric
     for path in args.curves or []:
@@ -81,7 +81,9 @@ def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Cur
             project=args.project,
             experiment=args.experiment,
             metric=args.metric,
-            score=args.score or args.metric,
+            score=score,
+            unwatched=unwatched,
+            unscored=unscored,
         )
     return curves
 
