@@ -174,7 +174,8 @@ def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
     assert sorted(report["stop_index"].values()) == [3, 4]
     assert "1 run(s) have no 'val' series (--metric" in out.stderr
     assert f"skipped: {experiment}/{waiting['id']}" in out.stderr
-    # No points under --score: scored on the watched metric, and said (it read NaN scores before).
+    # No points under --score: scored on the watched metric, and said (before, every score was NaN and the
+    # table read a mean regret of 0, under "regret scored on test/acc").
     out = plateau_replay(
         "patience-2",
         "--url",
