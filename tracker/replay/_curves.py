@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from sdk._numbers import NON_FINITE
+from sdk._numbers import NON_FINITE, number
 from sdk.client import NotFoundError, TrackerClient, connect
 from tracker.policy import Mode
 
@@ -52,7 +52,7 @@ def _is_number(value: Any) -> bool:
 def _floats(values: list[Any] | None, n: int) -> list[float]:
     if values is None:
         return [math.nan] * n
-    return [math.nan if v is None else NON_FINITE[v] if isinstance(v, str) else float(v) for v in values]
+    return [math.nan if (f := number(v)) is None else f for v in values]  # the API's decoding of a float
 
 
 def _schedule(hparams: dict[str, Any], steps: list[int], budget: int | None) -> list[float] | None:
@@ -167,6 +167,7 @@ def load_jsonl(
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: {exc}") from exc
             if curve is not None:
+                # curve_from_record scores on the watched series itself when the record has no score series
                 if unscored is not None and score != metric and curve.score is curve.watch:
                     unscored.append(f"{curve.source}/{curve.run_id}")
                 yield curve
