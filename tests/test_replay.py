@@ -377,6 +377,31 @@ def test_replay_reads_a_curve_file_written_as_the_api_writes_numbers(tmp_path: P
     assert f"{fractional}:1: x must hold whole steps" in out.stderr
 
 
+def test_replay_keeps_every_runs_stop_when_run_ids_repeat_or_are_missing(tmp_path: Path) -> None:
+    """Two sweeps' files pooled repeat their run_ids within a source, and a hand-written file may give
+    none: until 2026-11-27 ``--json`` keyed each stop by ``source/run_id``, so a repeated id kept only the
+    last run's stop and every run without one was "source/None", one key for all. And the table's footer
+    said "regret scored on val2" when some runs, lacking it, were scored on the watched metric."""
+    n = 20
+    early = [0.5 + 0.05 * i if i <= 4 else 0.7 for i in range(n)]  # best at 4: patience 3 stops at 7
+    late = [0.5 + 0.02 * i for i in range(n)]  # rises to the end
+    records = [
+        {"source": "pool", "run_id": "0", "x": list(range(n)), "val": early, "val2": early},
+        {"source": "pool", "run_id": "0", "x": list(range(n)), "val": late, "val2": late},
+        {"source": "pool", "x": list(range(n)), "val": late, "val2": late},
+        {"source": "pool", "x": list(range(n)), "val": early},
+    ]
+    path = tmp_path / "pooled.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = plateau_replay("patience-3", "--curves", str(path), "--score", "val2", "--json")
+    assert out.returncode == 0, out.stderr
+    stops = json.loads(out.stdout)["stop_index"]
+    assert stops == {"pool/0": 7, "pool/0#2": n - 1, "pool/line 3": n - 1, "pool/line 4": 7}
+    assert "scored on 'val' instead: pool/line 4" in out.stderr
+    table = plateau_replay("patience-3", "--curves", str(path), "--score", "val2")
+    assert "regret scored on val2 (1 run(s) without it on val)" in table.stdout
+
+
 def _sweep_curve(run_id: str, values: list[float]) -> Curve:
     steps = list(range(1, len(values) + 1))
     return Curve("sweep", run_id, steps, values, values, [float(s) for s in steps], planned_steps=len(values))

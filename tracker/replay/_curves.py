@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
 
@@ -153,7 +153,8 @@ def load_jsonl(
 ) -> Iterator[Curve]:
     """The runs of a JSON-lines curve file; a run that never recorded ``metric`` is skipped, and named
     (``source/run_id``) in ``unwatched`` when a list is given, so the caller can say so; a run without a
-    ``score`` series is scored on ``metric`` and named in ``unscored``."""
+    ``score`` series is scored on ``metric`` and named in ``unscored``. A record without a ``run_id`` is
+    named by its line (``line 7``)."""
     with path.open() as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -166,6 +167,10 @@ def load_jsonl(
                 curve = curve_from_record(record, metric=metric, score=score)
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: {exc}") from exc
+            if record.get("run_id") is None:  # named by its line, not as "None" (every such run alike)
+                record["run_id"] = f"line {number}"
+                if curve is not None:
+                    curve = replace(curve, run_id=record["run_id"])
             if curve is not None:
                 # curve_from_record scores on the watched series itself when the record has no score series
                 if unscored is not None and score != metric and curve.score is curve.watch:

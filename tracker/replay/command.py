@@ -61,8 +61,20 @@ def replay_sources(
         policy = policy_for(mode or group[0].mode or fallback)
         results = replay_sweep(policy, group) if sweep else [replay_curve(policy, c) for c in group]
         reports.append(summarise(source, results, sweep=sweep))
-        stops.update({f"{source}/{r.curve.run_id}": r.stop_index for r in results})
+        for r in results:
+            stops[_unique(stops, f"{source}/{r.curve.run_id}")] = r.stop_index
     return reports, stops
+
+
+def _unique(taken: dict[str, int], key: str) -> str:
+    """``key``, or for a run_id repeated within a source (files pooled from two sweeps) ``key#2``, ``key#3``,
+    ... in the order the runs come: each run keeps its own stop, none is overwritten by the next."""
+    if key not in taken:
+        return key
+    count = 2
+    while f"{key}#{count}" in taken:
+        count += 1
+    return f"{key}#{count}"
 
 
 def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Curve]:
@@ -86,6 +98,11 @@ def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Cur
             unscored=unscored,
         )
     return curves
+
+
+def _fell_back(unscored: list[str], metric: str) -> str:
+    """The footer's word on the runs scored on the watched metric for want of ``--score``'s series."""
+    return f" ({len(unscored)} run(s) without it on {metric})" if unscored else ""
 
 
 def _some(names: list[str]) -> str:
@@ -163,6 +180,7 @@ def run_replay(args: Any) -> int:
         print(
             f"\n{sum(r.runs for r in reports)} runs replayed in {elapsed:.1f}s"
             f"{' (sweeps in arrival order)' if args.sweep else ''}; regret scored on "
-            f"{args.score or args.metric}; {'all' if args.include_incomplete else 'complete'} runs"
+            f"{args.score or args.metric}{_fell_back(unscored, args.metric)}; "
+            f"{'all' if args.include_incomplete else 'complete'} runs"
         )
     return 0
