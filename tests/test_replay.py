@@ -191,6 +191,9 @@ def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["sources"][experiment]["mean_regret"] == 0
     assert "2 run(s) have no 'test/acc' series (--score), scored on 'val' instead" in out.stderr
+    args = ("--url", tracker.url, "--project", "tests", "--experiment", experiment, "--score", "test/acc")
+    footer = plateau_replay("patience-2", *args).stdout
+    assert "regret scored on test/acc (2 run(s) without it on val)" in footer
 
 
 def test_the_benchmarks_patience_frontier_matches_the_engine(opda_slice: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
@@ -163,14 +163,12 @@ def load_jsonl(
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            if record.get("run_id") is None:  # named by its line, not as "None" (every such run alike)
+                record["run_id"] = f"line {number}"
             try:
                 curve = curve_from_record(record, metric=metric, score=score)
             except ValueError as exc:
                 raise ValueError(f"{path}:{number}: {exc}") from exc
-            if record.get("run_id") is None:  # named by its line, not as "None" (every such run alike)
-                record["run_id"] = f"line {number}"
-                if curve is not None:
-                    curve = replace(curve, run_id=record["run_id"])
             if curve is not None:
                 # curve_from_record scores on the watched series itself when the record has no score series
                 if unscored is not None and score != metric and curve.score is curve.watch:
@@ -212,11 +210,10 @@ def load_tracker(
                     unwatched.append(f"{experiment}/{run['id']}")
                 continue
             scored = _history(client, run["id"], score) if score != metric else watched
-            if not scored:  # no points under --score: scored on the watched metric, as a curve file's run
-                scored = watched
-                if unscored is not None:
-                    unscored.append(f"{experiment}/{run['id']}")
             steps = sorted(watched)
+            watch = [watched[s][0] for s in steps]
+            if not scored and unscored is not None:  # no --score points: scored on the watched metric
+                unscored.append(f"{experiment}/{run['id']}")
             start = watched[steps[0]][1]
             extras = {}
             for key in (TRAIN_KEY, LR_KEY):
@@ -228,8 +225,9 @@ def load_tracker(
                 source=experiment,
                 run_id=str(run["id"]),
                 steps=steps,
-                watch=[watched[s][0] for s in steps],
-                score=[scored.get(s, (math.nan, 0.0))[0] for s in steps],
+                watch=watch,
+                # the watched series itself where --score has none (found by identity: see the command)
+                score=[scored.get(s, (math.nan, 0.0))[0] for s in steps] if scored else watch,
                 cost=[watched[s][1] - start for s in steps],
                 extras=extras,
                 planned_steps=int(planned) if planned else None,

@@ -100,9 +100,13 @@ def _curves_of(args: Any, unwatched: list[str], unscored: list[str]) -> list[Cur
     return curves
 
 
-def _fell_back(unscored: list[str], metric: str) -> str:
-    """The footer's word on the runs scored on the watched metric for want of ``--score``'s series."""
-    return f" ({len(unscored)} run(s) without it on {metric})" if unscored else ""
+def _fell_back(curves: list[Curve], args: Any) -> str:
+    """The footer's word on the replayed runs scored on the watched metric for want of ``--score``'s
+    series (the loaders hand such a run its watched series as its score: found by identity)."""
+    if not args.score or args.score == args.metric:
+        return ""
+    count = sum(c.score is c.watch for c in curves if c.complete or args.include_incomplete)
+    return f" ({count} run(s) without it on {args.metric})" if count else ""
 
 
 def _some(names: list[str]) -> str:
@@ -180,7 +184,7 @@ def run_replay(args: Any) -> int:
         print(
             f"\n{sum(r.runs for r in reports)} runs replayed in {elapsed:.1f}s"
             f"{' (sweeps in arrival order)' if args.sweep else ''}; regret scored on "
-            f"{args.score or args.metric}{_fell_back(unscored, args.metric)}; "
+            f"{args.score or args.metric}{_fell_back(curves, args)}; "
             f"{'all' if args.include_incomplete else 'complete'} runs"
         )
     return 0
