@@ -253,6 +253,31 @@ def test_the_sweep_benchmarks_ceiling_finds_the_best_run_and_bounds_every_sweep(
         assert ours <= ceiling + 1e-12 or ours_regret > 0.0
 
 
+@pytest.mark.parametrize(
+    ("rows", "said"),
+    [
+        (
+            [("a", 0.05, 0.01), ("b", 0.03, 0.0), ("c", None, 0.2)],
+            ["met on 2 of 2", "above the i-Epoch front at no larger regret: met"],
+        ),
+        (
+            [("a", 0.029, 0.01), ("b", -0.01, -0.002), ("c", 0.1, 0.0)],
+            ["met on 1 of 3; short on a, b", "met on 2 of 3; behind on b"],
+        ),
+    ],
+)
+def test_the_sweep_benchmark_says_its_targets(rows, said) -> None:
+    """bench_sweep's target lines: +3 pp over the best Optuna configuration at no larger regret on every
+    source that some configuration reaches (exactly +3 meets it), and no source where the i-Epoch front
+    saves more at no larger regret; each line names the sources that miss."""
+    from tests.benchmarks.bench_sweep import targets_said
+
+    optuna, front = targets_said(rows)
+    assert optuna.startswith("+3 pp over the best Optuna configuration")
+    assert optuna.endswith(said[0])
+    assert front.endswith(said[1])
+
+
 def test_the_benchmark_replays_the_watched_metric_alone_and_says_the_targets(tmp_path: Path) -> None:
     """bench_replay's second table drops every companion series (the rate here), so the default judges the
     watched metric as for a trainer that logs nothing else; its target lines name the sources short of

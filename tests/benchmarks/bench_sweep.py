@@ -124,6 +124,30 @@ def front_saved_at(front: Sequence[tuple[float, float]], regret: float) -> float
     return max((saved for saved, r in front if r <= regret + 1e-12), default=0.0)
 
 
+MARGIN_GOAL = 0.03
+"""Issue 18's sweep target: default-sweep saves at least 3 points more than the best Optuna configuration at
+no larger sweep regret."""
+
+
+def targets_said(rows: Sequence[tuple[str, float | None, float]]) -> list[str]:
+    """The sweep targets against ``rows`` (source, margin over Optuna's best at no larger regret or None
+    where no configuration reaches that regret, margin over the i-Epoch front at no larger regret)."""
+    compared = [(name, m) for name, m, _ in rows if m is not None]
+    short = [name for name, m in compared if m < MARGIN_GOAL]
+    behind = [name for name, _, front in rows if front < 0.0]
+    return [
+        f"+{100 * MARGIN_GOAL:.0f} pp over the best Optuna configuration at no larger regret: met on "
+        f"{len(compared) - len(short)} of {len(compared)}"
+        + (f"; short on {', '.join(short)}" if short else ""),
+        "above the i-Epoch front at no larger regret: "
+        + (
+            f"met on {len(rows) - len(behind)} of {len(rows)}; behind on {', '.join(behind)}"
+            if behind
+            else "met"
+        ),
+    ]
+
+
 def _unit(curves: Sequence[Curve]) -> int:
     return min(c.steps[0] for c in curves if c.steps) or 1
 
@@ -157,6 +181,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     started = time.perf_counter()
+    rows: list[tuple[str, float | None, float]] = []
     for name, source in sources.items():
         policy = preset("default-sweep", monitor="val", mode=source.mode)
         if args.rules is not None:
@@ -183,7 +208,10 @@ def main() -> None:
         label, (saved, regret) = best_overall
         cells += [f"{label}: {saved:.3f} / {regret:.4f}", f"{i_epoch:.3f}", f"{ceiling:.3f}", room]
         print(f"| {source.family} | {name} | {len(source.curves)} | " + " | ".join(cells) + " |", flush=True)
+        rows.append((name, ours[0] - best_eligible[1][0] if best_eligible else None, ours[0] - i_epoch))
     print(f"\n({time.perf_counter() - started:.0f}s)")
+    for line in targets_said(rows):
+        print(f"- {line}")
 
 
 if __name__ == "__main__":
