@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,17 +132,28 @@ class _EpochMeans(pl.Callback):
         self.means.append(float(trainer.callback_metrics["train_loss"]))
 
 
+class _SlowAfterValidation(pl.Callback):
+    """Time spent between a validation's end and its epoch's end (a checkpoint save there on a loaded
+    host), longer than the SDK's 0.1 s hold of a monitored step."""
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        time.sleep(0.3)
+
+
 def test_a_training_mean_is_stored_at_its_own_epoch_and_judged_with_it(
     tracker: TrackerProcess, tmp_path: Path
 ) -> None:
     """``train_loss`` logged ``on_epoch`` is reduced at the epoch's end, after the validation. Until
     2026-11-26 the callback logged, at each validation's end, the previous epoch's mean still held in
     ``callback_metrics``, at the current epoch (every stored value one epoch late), and the default's
-    rules, which read the training loss, got it after the step was judged (a ``companion_late`` alert)."""
+    rules, which read the training loss, got it after the step was judged (a ``companion_late`` alert).
+    Until 2026-11-27 an epoch-end validation's values went out alone, so when more than the SDK's 0.1 s hold
+    passed before the epoch's end (a first epoch's checkpoint save, in a CI run on a loaded host) the step
+    was judged without its training mean; now they go out with it, in one call."""
     callback = PlateauCallback(project="lightning", experiment="means", monitor="val_loss", url=tracker.url)
     means = _EpochMeans()
     trainer = cpu_trainer(callback, tmp_path, 8, devices=1)
-    trainer.callbacks.append(means)
+    trainer.callbacks += [_SlowAfterValidation(), means]
     train, val = loaders()
     trainer.fit(Scripted([1.0 / (e + 1) for e in range(8)]), train, val)
     assert callback.run is not None

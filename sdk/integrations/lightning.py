@@ -160,6 +160,7 @@ class PlateauCallback(Callback):
         self._judged: set[int] = set()
         self._batch_started: float | None = None
         self._last_rate: float | None = None
+        self._pending: dict[int, dict[str, float]] = {}  # an epoch-end validation's metrics, by step
 
     # --- set-up and tear-down -----------------------------------------------------------------------
 
@@ -204,6 +205,10 @@ class PlateauCallback(Callback):
         run = self.run
         if run is None:
             return
+        for step, metrics in sorted(self._pending.items()):  # a validation whose epoch end never came
+            if metrics:
+                run.log(metrics, step=step)
+        self._pending.clear()
         if trainer.is_global_zero:
             record: dict[str, Any] = {"lightning_epochs": trainer.current_epoch + 1}
             if self.best_model_path is not None:
@@ -266,8 +271,17 @@ class PlateauCallback(Callback):
             metrics["lr"] = rate
         if metrics:
             logged.update(metrics)
+        if not judge:
+            # A validation at the epoch's end: held until the epoch's training means join it, in one call.
+            # Logged apart, the monitored value went out once the SDK's step hold (0.1 s) had passed, and
+            # a first epoch's checkpoint save between the two hooks made the training loss arrive after
+            # the step was judged (a companion_late alert on a loaded host).
+            self._pending.setdefault(step, {}).update(metrics)
+            return
+        metrics = {**self._pending.pop(step, {}), **metrics}
+        if metrics:
             run.log(metrics, step=step)
-        if not judge or self.monitor is None or self.monitor not in logged or step in self._judged:
+        if self.monitor is None or self.monitor not in logged or step in self._judged:
             return
         self._judged.add(step)
         decision = run.decision(step, timeout=self.decision_timeout)
