@@ -17,7 +17,7 @@ from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_s
 from tracker.policy._percent import share_resolution
 from tracker.policy._resolution import resolution, step_between
 from tracker.policy._stats import step_noise
-from tracker.policy.presets import DEFAULT_RULES
+from tracker.policy.presets import DEFAULT_RULES, DEFAULT_SWEEP_RULES
 
 Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
 
@@ -280,6 +280,45 @@ def test_outlook_lets_a_curve_that_still_gains_per_doubling_run() -> None:
     stop = stop_of(judge([OUTLOOK], log_like, ctx=Context(planned_steps=100)))
     # Only in the last few steps, where what is left of the plan is too short to add 1% of the progress.
     assert stop is None or stop.step >= 95
+
+
+LOG_LIKE = [0.1 + 0.1 * math.log(1 + i) for i in range(100)]  # a new best at every evaluation
+# (id, values, planned steps or None, stop step without final_share, with final_share 0.1)
+FINAL_SHARE_TABLE = [
+    # Still gaining at every evaluation: the doublings left shrink to nothing near the end, so the pace
+    # passes at step 96 of 100; with final_share a new best in the last tenth is no spent outlook.
+    ("new-bests-to-the-end", LOG_LIKE, 100, 96, None),
+    # The first evaluation in the last tenth that sets no new best (a repeat at step 97) is judged as before.
+    ("a-repeat-in-the-last-tenth", [*LOG_LIKE[:97], LOG_LIKE[96], *LOG_LIKE[97:99]], 100, 96, 97),
+    # Before the last tenth nothing changes: a saturated run stops at 34 of 100 either way.
+    ("saturated-early", saturating(60), 100, 34, 34),
+    # Without a plan the run is taken to last as long again: it is never in its last tenth.
+    ("no-plan", saturating(100), None, 32, 32),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "planned", "without", "with_share"),
+    FINAL_SHARE_TABLE,
+    ids=[r[0] for r in FINAL_SHARE_TABLE],
+)
+def test_outlook_final_share_table(id_, values, planned, without, with_share) -> None:
+    for share, expected in ((None, without), (0.1, with_share)):
+        rule = {**OUTLOOK, "final_share": share, "unplanned_evaluations": 16}
+        stop = stop_of(judge([rule], values, ctx=Context(planned_steps=planned)))
+        assert (stop.step if stop else None) == expected, (share, stop and stop.reason)
+
+
+def test_the_default_lets_a_loss_still_falling_at_its_planned_end_finish() -> None:
+    """A boosted model's validation loss falling at every round to its last (corpus seed 1's gbdt runs): the
+    default stopped it at round 78 of 80 for a spent outlook (its regret, the rounds left; its saving, two
+    rounds); now it runs to its end, as patience-k lets it. default-sweep keeps the earlier stop."""
+    loss = [0.5 + 0.6 * math.exp(-i / 60) for i in range(80)]
+    ctx = Context(planned_steps=79)
+    assert stop_of(judge(DEFAULT_RULES, loss, mode="min", monitor="val/loss", ctx=ctx)) is None
+    sweep = stop_of(judge(DEFAULT_SWEEP_RULES[:-2], loss, mode="min", monitor="val/loss", ctx=ctx))
+    assert sweep is not None
+    assert (sweep.rule, sweep.step) == ("outlook", 78)
 
 
 @pytest.mark.parametrize(
@@ -1292,7 +1331,8 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     """A sweep's regret is its best run's: the validation-loss hold, the coarse metric's unseen gain and the
     later stuck verdict without a rate held other runs for no better best, so default-sweep leaves them out
     and keeps every other parameter of the single-run default; so it does the blind run's later floor and
-    the later coarse collapse without a rate (the cross-run rules judge such runs against the others)."""
+    the later coarse collapse without a rate (the cross-run rules judge such runs against the others), and
+    the final share's new bests (in a sweep only the best run's late gain lowers its regret)."""
     from tracker.policy.presets import DEFAULT_SWEEP_RULES
 
     single = {rule["rule"]: rule for rule in DEFAULT_RULES}
@@ -1301,8 +1341,15 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     assert single["outlook"]["blind_min_progress"]
     assert single["degenerate"]["unscheduled_stuck_progress"]
     assert single["degenerate"]["unscheduled_collapse_progress"]
-    left_out = {"loss_key": None, "resolution_share": 0.0, "blind_min_progress": None, "min_progress": 0.2}
+    left_out = {
+        "loss_key": None,
+        "resolution_share": 0.0,
+        "blind_min_progress": None,
+        "min_progress": 0.2,
+        "final_share": None,
+    }
     assert single["outlook"]["min_progress"] == 0.3
+    assert single["outlook"]["final_share"] == 0.1
     assert sweep["outlook"] == {**single["outlook"], **left_out}
     assert sweep["degenerate"] == {
         **single["degenerate"],

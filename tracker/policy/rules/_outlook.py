@@ -128,6 +128,13 @@ class OutlookParams(RuleParams):
     cannot hold (the run is taken to last as long again, so it is always half-way), and nothing is
     judged before this many evaluations.
 
+    ``final_share`` (off by default; the ``default`` policy sets 0.1): in the last ``final_share`` of a
+    declared plan, an evaluation that sets a new best is not a spent outlook. Near the end the doublings
+    left shrink to nothing, so the pace test passes for any run, even one that still gains at every
+    evaluation; stopping it there saves at most that share of the run and gives up the gains it is still
+    making, where patience-k (which never stops at a new best) lets it finish. The next evaluation that
+    sets no new best is judged as before (added 2026-11-27).
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -157,6 +164,7 @@ class OutlookParams(RuleParams):
     blind_early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     blind_headroom: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
+    final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -277,6 +285,9 @@ class Outlook(Rule[OutlookParams]):
             p.retreat * progress
         ):
             due = self._retreat_due(state, obs, ctx, progress)
+        # A new best in the last final_share of a declared plan is no spent outlook (cheapest tests first).
+        if due is None and declared and ctx.best.improved and self._in_final_share(declared, t):
+            return None
         spent = None if due is not None else self._spent_due(state, t, best, progress, planned)
         if due is None and spent is None:
             return None
@@ -334,6 +345,12 @@ class Outlook(Rule[OutlookParams]):
             **(overfit or {}),
         }
         return self._spent(ctx.best, obs, evidence)
+
+    def _in_final_share(self, declared: int, t: int) -> bool:
+        """Whether step ``t`` lies in the last ``final_share`` of the declared plan (where a new best is
+        not judged a spent outlook)."""
+        share = self.params.final_share
+        return share is not None and t > declared - share * declared
 
     def _overfit(self, state: State, obs: Observation, best_step: int | None) -> dict[str, Any] | None:
         """The evidence that the run overfits (its training loss has fallen by at least ``overfit_share``
