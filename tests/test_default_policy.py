@@ -48,6 +48,16 @@ DEGENERATE_TABLE = [
     ),
     # A plateau the run climbed to: a few values, but holding its best, far above where it began.
     ("high-plateau", coarse([3, 10, 20, 26, 27, 28, 27, 28, 28, 27, 28, 27, 28, 28]), 20, None, None),
+    # At chance from its first value on 2,000 samples (corpus synthetic-large: 0.2510 first, 0.2485 once):
+    # the window lacks the run's worst value, so its range exceeds the window's spread, but the run never
+    # moved beyond where it started: stuck from half the plan (before 2026-11-27, never judged).
+    (
+        "chance-from-the-first-value",
+        [0.2510, 0.2495, 0.2485, *([0.2510, 0.2495, 0.2510, 0.2510] * 6)],
+        40,
+        20,
+        "stuck",
+    ),
 ]
 
 

@@ -101,6 +101,9 @@ from tracker.policy._types import Mode
 # every OPDA run as replayed with its schedule and every corpus run as generated, replay exactly as before
 # but for the collapse (the 10 corpus margins of seeds 0-3 pooled +139.3 -> +138.7 pp). README, "Default
 # policies", has each source.
+# A run at chance from its first value is stuck (degenerate, fixed 2026-11-27): its range could exceed the
+# window's spread (one lower value, once) while its best stayed within that spread of its first value, and
+# such a run was never judged; seeds 0-3 and OPDA each gained 0.1 to 4.5 pp (summed), no regret moved.
 # A new best in the last tenth of a declared plan is no spent outlook (final_share, added 2026-11-27): the
 # doublings left shrink to nothing near the end, so the pace test passed for runs still gaining at every
 # evaluation (boosted trees' validation loss falling to their last round, stopped at 78 of 80 for a
