@@ -285,8 +285,9 @@ class Outlook(Rule[OutlookParams]):
             p.retreat * progress
         ):
             due = self._retreat_due(state, obs, ctx, progress)
-        # A new best in the last final_share of a declared plan is no spent outlook (cheapest tests first).
-        if due is None and declared and ctx.best.improved and self._in_final_share(declared, t):
+        # A new best in the last final_share of a declared plan is no spent outlook (cheapest tests first; a
+        # new best is never behind itself, so no retreat is due there either).
+        if declared and ctx.best.improved and self._in_final_share(declared, t):
             return None
         spent = None if due is not None else self._spent_due(state, t, best, progress, planned)
         if due is None and spent is None:
