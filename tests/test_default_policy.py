@@ -750,6 +750,62 @@ def test_early_retreat_leaves_a_noisy_fall_and_a_warming_rate_to_the_floor() -> 
     assert stop_of(judge(rules, overfitting_loss(60, 8), mode="min", extras=warming, ctx=plan)) is None
 
 
+def log_then_climbing(climb: float, jitter: float, n: int = 60, best_at: int = 30) -> list[float]:
+    """A loss still gaining per doubling (a log curve) to its best at ``best_at``, then rising ``climb`` per
+    evaluation, alternately ``jitter`` above and below that line."""
+    fall = [1.0 - 0.1 * math.log(1 + i) for i in range(best_at + 1)]
+    return fall + [fall[-1] + climb * (i + 1) + jitter * (-1) ** i for i in range(n - best_at - 1)]
+
+
+# (id, values, planned steps, rules' extra parameters, stop step without steady_retreat_t, with it at 5)
+STEADY_TABLE = [
+    # Rising 0.002 per evaluation from its best at step 30 (progress 0.343, 5% of it 0.017): the retreat asks
+    # for 9 evaluations of that climb before its last 6 all fall short by the share; steadily, at 40 standard
+    # errors, the noise bar alone is asked, as soon as the last 8 values have left the best.
+    ("slow-steady-climb", log_then_climbing(0.002, 0.0003), 60, {}, 44, 37),
+    # The same climb under jitter 1.5x its pace is not steady: judged as without the option.
+    ("noisy-climb", log_then_climbing(0.002, 0.003), 60, {}, 46, 46),
+    # A flat, noisy stretch after the best never moves away steadily: the pace stops it at the same step.
+    ("noisy-plateau", log_then_climbing(0.0, 0.004), 60, {}, 53, 53),
+    # Before the plan's floor the early retreat (early_retreat_t) asks for the share unless the move is
+    # as steady: a loss turning up 0.001 per evaluation from step 8 of 100 waited to step 24, now 15.
+    (
+        "slow-climb-before-the-floor",
+        log_then_climbing(0.001, 0.00015, best_at=8),
+        100,
+        {"early_retreat_t": 5.0},
+        24,
+        15,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "planned", "extra", "without", "with_steady"),
+    STEADY_TABLE,
+    ids=[r[0] for r in STEADY_TABLE],
+)
+def test_steady_retreat_table(id_, values, planned, extra, without, with_steady) -> None:
+    for steady, expected in ((None, without), (5.0, with_steady)):
+        rule = {**RETREAT, **extra, "steady_retreat_t": steady}
+        stop = stop_of(judge([rule], values, mode="min", ctx=Context(planned_steps=planned)))
+        assert (stop.step if stop else None) == expected, (steady, stop and stop.reason)
+
+
+def test_a_steady_retreat_says_that_no_share_of_the_progress_was_asked() -> None:
+    rule = {**RETREAT, "steady_retreat_t": 5.0}
+    stop = stop_of(judge([rule], log_then_climbing(0.002, 0.0003), mode="min", ctx=Context(planned_steps=60)))
+    assert (stop.step, stop.best_step) == (37, 30)
+    evidence = stop.evidence
+    assert evidence["steady_retreat_t"] == 5.0
+    assert evidence["rise_t"] < -5.0
+    # Short of the best by more than 3x the noise, though by less than 5% of the progress.
+    assert 3.0 * evidence["step_noise"] < evidence["shortfall"] < 0.05 * evidence["progress"]
+    assert "no share of its progress" in stop.reason
+    assert "move away from it steadily" in stop.reason
+    json.dumps(evidence)
+
+
 BLIND = {
     **RISING,
     "early_retreat_t": 5.0,
@@ -1307,7 +1363,10 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
     # Accuracy alone (blind): 6.35 standard errors is short of blind_early_retreat_t (15), so from 80%.
     assert stop_of(judge(DEFAULT_RULES, steady, ctx=plan)).step == 64
     stop = stop_of(judge(DEFAULT_RULES, steady, extras=loss, ctx=plan))
-    assert (stop.step, stop.rule, stop.best_step) == (38, "outlook", 22)
+    # At step 32 its last 6 values fall short of the best by more than 3x their noise, though not yet by 5%
+    # of its progress (step 38, before steady_retreat_t): a move this steady asks for no share of it.
+    assert (stop.step, stop.rule, stop.best_step) == (32, "outlook", 22)
+    assert "no share of its progress (0.22) is asked" in stop.reason
     assert stop.evidence["rise_t"] <= -5.0
     assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the loss still fell
     assert "although val_loss still falls" in stop.reason

@@ -135,6 +135,14 @@ class OutlookParams(RuleParams):
     making, where patience-k (which never stops at a new best) lets it finish. The next evaluation that
     sets no new best is judged as before (added 2026-11-27).
 
+    ``steady_retreat_t`` (off by default; the ``default`` policy sets 5): a ``retreat`` whose last 8 values
+    move away from the best by at least that many standard errors of their slope, the latest of them worse
+    than the first, asks for no share of the progress, only the noise bar (each of the last
+    ``retreat_window`` values short of the best by more than ``retreat_noise`` times the step-to-step noise):
+    a steady move away from the best is no lucky dip, whatever its size against the run's progress (a loss
+    that climbs slowly from its low while the run's early fall dwarfs it). Before the plan's floor the early
+    retreat asks for it the same way (added 2026-11-27).
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -165,6 +173,7 @@ class OutlookParams(RuleParams):
     blind_headroom: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    steady_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -278,13 +287,23 @@ class Outlook(Rule[OutlookParams]):
         progress = abs(best - first)
         if progress == 0.0:
             return None
-        due = None
+        due = rise = None
+        steady = False
         # The latest value within the retreat's share of the best ends the retreat test (most points of a
         # run near its best), without the call.
         if p.retreat is not None and (best - obs.value if self.mode == "max" else obs.value - best) > (
             p.retreat * progress
         ):
             due = self._retreat_due(state, obs, ctx, progress)
+        elif (
+            p.steady_retreat_t is not None
+            # The latest value worse than the first of the window (asked inline: most points end here).
+            and (obs.value < state["recent"][0] if self.mode == "max" else obs.value > state["recent"][0])
+            and self._may_retreat_steadily(state, obs, ctx)
+        ):
+            steadily = self._steady_retreat(state, obs, ctx, progress, planned, p.steady_retreat_t)
+            if steadily is not None:
+                due, rise, steady = steadily[0], steadily[1], True
         # A new best in the last final_share of a declared plan is no spent outlook (cheapest tests first; a
         # new best is never behind itself, so no retreat is due there either).
         if declared and ctx.best.improved and self._in_final_share(declared, t):
@@ -296,7 +315,6 @@ class Outlook(Rule[OutlookParams]):
         loss = None
         if self._loss_names:
             loss = loss_outlook(state, self._loss_names.read_name(obs.extras), t, planned, p.relative_delta)
-        rise = None
         held_by_loss = loss_still_falls(loss)
         if held_by_loss:
             # Learning, whatever the metric shows; unless the metric has left its best steadily (by
@@ -306,7 +324,7 @@ class Outlook(Rule[OutlookParams]):
             # while its loss falls (boosted trees on 120 samples): that is held.
             if due is None or p.early_retreat_t is None:
                 return None
-            rise = self._rise(state, best, progress, planned)
+            rise = rise or self._rise(state, best, progress, planned)
             if rise[0] > -p.early_retreat_t or due[0] < STEADY_STEPS * share_resolution(
                 [*state["recent"], best], self._share
             ):
@@ -317,7 +335,7 @@ class Outlook(Rule[OutlookParams]):
             if passes_best and rise_t >= p.rising_t:
                 return None
         if due is not None:
-            if held_by_loss and rise is not None:
+            if (held_by_loss or steady) and rise is not None:
                 rise_t = rise[0]
             overriding = loss if held_by_loss else None
             return self._retreat_stop(
@@ -332,6 +350,7 @@ class Outlook(Rule[OutlookParams]):
                 loss=overriding,
                 blind=blind_floor,
                 headroom=room,
+                steady=p.steady_retreat_t if steady else None,
             )
         assert spent is not None
         evidence = {
@@ -543,15 +562,54 @@ class Outlook(Rule[OutlookParams]):
             return None
         progress = abs(best - first)
         due = self._retreat_due(state, obs, ctx, progress)
+        rise_t: float | None = None
+        steady = None
+        if due is None and p.steady_retreat_t is not None and self._may_retreat_steadily(state, obs, ctx):
+            # A steady retreat asks for no share of the progress, and for the steadier of the two bars.
+            steadily = self._steady_retreat(
+                state, obs, ctx, progress, planned, max(steady_t, p.steady_retreat_t)
+            )
+            if steadily is not None:
+                due, (rise_t, _) = steadily
+                steady = max(steady_t, p.steady_retreat_t)
         if due is None:
             return None
         if lr is not None and self._schedule_pending(state, lr):
             return None
-        rise_t, _ = self._rise(state, best, progress, planned)
+        if rise_t is None:
+            rise_t, _ = self._rise(state, best, progress, planned)
         if rise_t > -steady_t:
             return None
         early = (steady_t, p.blind_min_progress if blind else p.min_progress, blind)
-        return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=early)
+        return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=early, steady=steady)
+
+    def _may_retreat_steadily(self, state: State, obs: Observation, ctx: Context) -> bool:
+        """The cheap necessary tests of a steady retreat (``steady_retreat_t``), asked before its costlier
+        ones on every point that is not within the retreat's share of the best: a full window of recent
+        values, the best older than the last ``retreat_window`` of them, and the latest worse than the
+        first (a line that moves away from the best by many standard errors of its slope ends worse than it
+        began)."""
+        recent, steps = state["recent"], state.get("recent_steps")
+        best_step = ctx.best.step
+        if len(recent) < _NOISE_WINDOW or not steps or best_step is None:
+            return False
+        if best_step >= steps[-self.params.retreat_window]:  # the best is among the values asked
+            return False
+        return bool(obs.value < recent[0] if self.mode == "max" else obs.value > recent[0])
+
+    def _steady_retreat(
+        self, state: State, obs: Observation, ctx: Context, progress: float, planned: int, steady_t: float
+    ) -> tuple[tuple[float, float, float], tuple[float, bool]] | None:
+        """(the retreat's evidence, the rise) when the last values fall short of the best by more than the
+        noise bar alone and move away from it by at least ``steady_t`` standard errors of their slope;
+        else None."""
+        due = self._retreat_due(state, obs, ctx, progress, share=False)
+        if due is None:
+            return None
+        best = ctx.best.value
+        assert best is not None  # _retreat_due found a best
+        rise = self._rise(state, best, progress, planned)
+        return (due, rise) if rise[0] <= -steady_t else None
 
     def _rise(self, state: State, best: float, progress: float, planned: int) -> tuple[float, bool]:
         """The t-statistic of the rise of the recent values (their least-squares slope over their steps,
@@ -573,13 +631,13 @@ class Outlook(Rule[OutlookParams]):
         return t, sign * (at_end - best) > self.params.relative_delta * progress
 
     def _retreat_due(
-        self, state: State, obs: Observation, ctx: Context, progress: float
+        self, state: State, obs: Observation, ctx: Context, progress: float, *, share: bool = True
     ) -> tuple[float, float, float] | None:
         """(shortfall, step noise, bar) when each of the last ``retreat_window`` values falls short of the
-        best by more than the bars (a share of the progress, a multiple of the step-to-step noise); None
-        otherwise."""
+        best by more than the bars (a share of the progress unless ``share`` is False, a multiple of the
+        step-to-step noise); None otherwise."""
         p = self.params
-        retreat = p.retreat or 0.0  # set: the caller asks only then
+        retreat = (p.retreat or 0.0) if share else 0.0  # set: the caller asks only then
         recent = state["recent"]
         best = ctx.best.value
         if best is None:
@@ -589,6 +647,8 @@ class Outlook(Rule[OutlookParams]):
         if sign * (best - obs.value) <= retreat * progress or len(recent) < p.retreat_window:
             return None
         shortfall = min(sign * (best - v) for v in recent[-p.retreat_window :])
+        if shortfall <= retreat * progress:  # under the lower bar already: the noise is not asked
+            return None
         jitter = step_noise(recent)
         bar = max(retreat * progress, p.retreat_noise * jitter)
         if shortfall <= bar or progress <= p.learned_noise * jitter:
@@ -610,20 +670,32 @@ class Outlook(Rule[OutlookParams]):
         loss: dict[str, Any] | None = None,
         blind: float | None = None,
         headroom: float | None = None,
+        steady: float | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
         floor, which only a steady move away from the best passes (that many standard errors, the floor's
         share of the plan, and whether the run is blind). ``blind``: the later floor a blind run was
         judged from; ``headroom``: how near its perfect score a blind run judged without it was. ``loss``:
-        the outlook of a validation loss that still falls, which that same steady move overrides."""
+        the outlook of a validation loss that still falls, which that same steady move overrides.
+        ``steady``: the standard errors of a steady retreat, which asks for no share of the progress."""
         p = self.params
         shortfall, jitter, bar = due
         best, best_step = ctx.best.value, ctx.best.step
         reason = (
             f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
-            f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than {p.retreat:g} of "
-            f"its progress ({progress:.3g}) and {p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
+            f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than "
+            + (f"{p.retreat:g} of its progress ({progress:.3g}) and " if steady is None else "")
+            + f"{p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
         )
+        if steady is not None:
+            moves = f"by {-(rise_t or 0.0):.3g} standard errors of their slope, at least {steady:g}"
+            no_share = f"no share of its progress ({progress:.3g}) is asked"
+            if early is None and loss is None:
+                reason += (
+                    f", and its last {_NOISE_WINDOW} values move away from it steadily ({moves}): {no_share}"
+                )
+            else:  # the clause below says how steady the move is
+                reason += f" ({no_share} of a move as steady as the one below)"
         if early is not None:
             steady_t, floor, was_blind = early
             reason += (
@@ -661,6 +733,7 @@ class Outlook(Rule[OutlookParams]):
                 "rise_t": _finite(rise_t),
                 "rising_t": p.rising_t,
                 "early_retreat_t": early[0] if early else (p.early_retreat_t if loss is not None else None),
+                "steady_retreat_t": steady,
                 "blind": early[2] if early else blind is not None,
                 "floor": early[1] if early else blind,
                 "headroom": headroom,
