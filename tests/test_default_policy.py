@@ -1136,6 +1136,23 @@ def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names
     assert held is None, held.reason
 
 
+def test_a_loss_monitored_as_its_own_validation_loss_is_not_said_twice() -> None:
+    """A run watching val/loss under the default (as the demo's runs do): the loss hold reads the monitor
+    itself, and its outlook is the monitor's own pace, which the sentence already gives; it was said a
+    second time ("val/loss fell 0 over the same doubling, 0 to the planned end ...")."""
+    loss = [0.5 + 0.6 * math.exp(-0.4 * i) for i in range(60)]
+    plan = Context(planned_steps=59)
+    # The tracker hands each rule the step's other series with the monitor among them, as here.
+    stop = stop_of(
+        judge(DEFAULT_RULES, loss, mode="min", monitor="val/loss", extras={"val/loss": loss}, ctx=plan)
+    )
+    assert stop is not None
+    assert stop.rule == "outlook"
+    assert stop.evidence["loss_key"] == "val/loss"
+    assert "val/loss gained" in stop.reason
+    assert "over the same doubling" not in stop.reason
+
+
 @pytest.mark.parametrize(
     ("monitor", "train_name", "read"),
     [

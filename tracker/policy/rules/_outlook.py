@@ -462,7 +462,9 @@ class Outlook(Rule[OutlookParams]):
             reason += _blind_said(e["blind_min_progress"])
         if e["headroom"] is not None and seen.value is not None:
             reason += self._headroom_said(e["headroom"], e["progress"], seen.value)
-        if "loss_key" in e:
+        # The monitor read as its own validation loss (a minimised loss) fell by its own pace, said above: the
+        # clause would repeat it. The evidence keeps it.
+        if "loss_key" in e and e["loss_key"] != self.monitor:
             reason += loss_said(e, e["relative_delta"])
         if "train_key" in e:
             reason += _overfit_said(e)
