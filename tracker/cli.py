@@ -128,7 +128,24 @@ def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     demo.add_argument("--port", type=int, help="port for the tracker the demo starts")
     demo.add_argument("--epochs", type=int, default=60, help="epoch budget of each run")
     demo.add_argument("--seed", type=int, default=0, help="seed of the data split and the models")
+    demo.add_argument(
+        "--policy",
+        type=_demo_policy,
+        default="default",
+        help="the runs' stopping policy: default (Plateau's default policy) or patience-K (e.g. patience-5)",
+    )
     demo.set_defaults(handler=commands.demo_command)
+
+
+def _demo_policy(value: str) -> str:
+    """``--policy``'s value, checked before any model trains."""
+    from tracker.demo import policy_rules
+
+    try:
+        policy_rules(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return value
 
 
 def _add_dashboard(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -132,7 +132,7 @@ def db_command(args: argparse.Namespace) -> int:
 def demo_command(args: argparse.Namespace) -> int:
     from tracker.demo import run_demo
 
-    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed)
+    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed, policy=args.policy)
 
 
 def replay_command(args: argparse.Namespace) -> int:

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracker.config import Settings
 
 if TYPE_CHECKING:  # torch is an extra: imported by run_demo only once it is known to be there
     from tracker.demo._train import Outcome
+
+
+def policy_rules(policy: str) -> list[dict[str, Any]] | None:
+    """The rules the demo's runs declare for ``policy``: None for ``default`` (the tracker's default
+    policy, which the SDK asks for by declaring no rules), patience-k's (``patience``, ``checkpoint``,
+    ``non_finite``) for ``patience-K``; ``ValueError`` naming the choices otherwise."""
+    if policy == "default":
+        return None
+    match = re.fullmatch(r"patience-([1-9][0-9]{0,3})", policy)
+    if match is None:
+        raise ValueError(f"unknown demo policy {policy!r}: default or patience-K (e.g. patience-5)")
+    return [
+        {"rule": "patience", "patience": int(match.group(1))},
+        {"rule": "checkpoint"},
+        {"rule": "non_finite"},
+    ]
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:
@@ -59,8 +76,10 @@ def _outcome_table(outcomes: list[Outcome]) -> str:
     return _table(rows, headers)
 
 
-def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, patience: int = 5) -> int:
-    """Train the demo trials against a tracker and print what Plateau decided. Returns an exit code."""
+def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, policy: str = "default") -> int:
+    """Train the demo trials against a tracker under ``policy`` (:func:`policy_rules`) and print what
+    Plateau decided. Returns an exit code."""
+    rules = policy_rules(policy)
     try:
         from tracker.demo._train import TRIALS, load_split, train_one
     except ImportError as exc:
@@ -79,7 +98,7 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
         print(f"tracker: {tracker_url}  (checkpoints in {checkpoint_dir})")
         print(
             f"training {len(TRIALS)} models on digits, budget {epochs} epochs, monitor val/loss, "
-            f"patience {patience}\n",
+            f"policy {policy}\n",
             flush=True,
         )
         outcomes = []
@@ -91,7 +110,7 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pat
                 budget=epochs,
                 seed=seed + index,
                 checkpoint_dir=checkpoint_dir,
-                patience=patience,
+                rules=rules,
             )
             print(
                 f"  {outcome.name}: {outcome.epochs_run}/{outcome.budget} epochs, {outcome.seconds:.1f}s",

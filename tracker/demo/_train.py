@@ -127,9 +127,17 @@ def _train_epoch(
 
 
 def train_one(
-    trial: Trial, split: Split, *, url: str, budget: int, seed: int, checkpoint_dir: Path, patience: int
+    trial: Trial,
+    split: Split,
+    *,
+    url: str,
+    budget: int,
+    seed: int,
+    checkpoint_dir: Path,
+    rules: list[dict[str, Any]] | None,
 ) -> Outcome:
-    """Train ``trial`` for up to ``budget`` epochs; save on checkpoint, restore the best on stop."""
+    """Train ``trial`` for up to ``budget`` epochs under ``rules`` (None: the tracker's default policy);
+    save on checkpoint, restore the best on stop."""
     torch.manual_seed(seed)
     model = build_model(trial)
     optimizer = _optimizer(trial, model)
@@ -142,10 +150,12 @@ def train_one(
         config=config,
         monitor="val/loss",
         mode="min",
-        rules=[{"rule": "patience", "patience": patience}, {"rule": "checkpoint"}, {"rule": "non_finite"}],
+        rules=rules,
         url=url,
         planned_steps=budget - 1,  # epochs are steps 0 .. budget - 1
     )
+    # The learning rate beside val/loss, as the README's loop logs it: the default policy reads it.
+    run.watch_optimizer(optimizer)
     # Its complexity (parameters, FLOPs, latency, memory), for the dashboard's complexity page.
     run.profile_model(model, split.x_val[:64], batch_size=64, repeats=10)
     checkpoint_path = checkpoint_dir / f"run-{run.id}.pt"
