@@ -137,8 +137,9 @@ class OutlookParams(RuleParams):
 
     ``steady_retreat_t`` (off by default; the ``default`` policy sets 5): a ``retreat`` whose last 8 values
     move away from the best by at least that many standard errors of their slope, the latest of them worse
-    than the first, asks for no share of the progress, only the noise bar (each of the last
-    ``retreat_window`` values short of the best by more than ``retreat_noise`` times the step-to-step noise):
+    than the first and the worst of the last ``retreat_window``, asks for no share of the progress, only
+    the noise bar (each of the last ``retreat_window`` values short of the best by more than
+    ``retreat_noise`` times the step-to-step noise):
     a steady move away from the best is no lucky dip, whatever its size against the run's progress (a loss
     that climbs slowly from its low while the run's early fall dwarfs it). Before the plan's floor the early
     retreat asks for it the same way (added 2026-11-27).
@@ -586,18 +587,22 @@ class Outlook(Rule[OutlookParams]):
         return self._retreat_stop(obs, ctx, due, progress, planned, lr, rise_t, early=early, steady=steady)
 
     def _may_retreat_steadily(self, state: State, obs: Observation, ctx: Context) -> bool:
-        """The cheap necessary tests of a steady retreat (``steady_retreat_t``), asked before its costlier
-        ones on every point that is not within the retreat's share of the best: a full window of recent
-        values, the best older than the last ``retreat_window`` of them, and the latest worse than the
-        first (a line that moves away from the best by many standard errors of its slope ends worse than it
-        began)."""
+        """The cheap tests of a steady retreat (``steady_retreat_t``), asked before its costlier ones on
+        every point that is not within the retreat's share of the best: a full window of recent values, the
+        best older than the last ``retreat_window`` of them, the latest worse than the first (a line that
+        moves away from the best by many standard errors of its slope ends worse than it began; the caller
+        asks this first), and the latest the worst of the last ``retreat_window`` (a retreat is judged when
+        it has gone furthest: a noisy step back towards the best waits for the next value, and most points
+        of a run that wanders near its best end here, before its noise is read)."""
         recent, steps = state["recent"], state.get("recent_steps")
         best_step = ctx.best.step
         if len(recent) < _NOISE_WINDOW or not steps or best_step is None:
             return False
-        if best_step >= steps[-self.params.retreat_window]:  # the best is among the values asked
+        window = self.params.retreat_window
+        if best_step >= steps[-window]:  # the best is among the values asked
             return False
-        return bool(obs.value < recent[0] if self.mode == "max" else obs.value > recent[0])
+        value = obs.value
+        return bool(value <= min(recent[-window:]) if self.mode == "max" else value >= max(recent[-window:]))
 
     def _steady_retreat(
         self, state: State, obs: Observation, ctx: Context, progress: float, planned: int, steady_t: float
@@ -648,7 +653,10 @@ class Outlook(Rule[OutlookParams]):
         # The latest value first: on most points of a run still at or near its best this ends it.
         if sign * (best - obs.value) <= retreat * progress or len(recent) < p.retreat_window:
             return None
-        shortfall = min(sign * (best - v) for v in recent[-p.retreat_window :])
+        # The window's worst value gives the smallest shortfall (rounding is monotone: the same number as the
+        # least of the shortfalls, without a generator; this runs on every point a steady retreat may be).
+        window = recent[-p.retreat_window :]
+        shortfall = best - max(window) if sign > 0 else min(window) - best
         if shortfall <= retreat * progress:  # under the lower bar already: the noise is not asked
             return None
         jitter = step_noise(recent)
