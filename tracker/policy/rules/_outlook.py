@@ -298,7 +298,8 @@ class Outlook(Rule[OutlookParams]):
             due = self._retreat_due(state, obs, ctx, progress)
         elif (
             p.steady_retreat_t is not None
-            # The latest value worse than the first of the window (asked inline: most points end here).
+            # The latest value worse than the first of the window, asked inline before the call that asks it
+            # with the rest: most points end here, on the engine's hot path.
             and (obs.value < state["recent"][0] if self.mode == "max" else obs.value > state["recent"][0])
             and self._may_retreat_steadily(state, obs, ctx)
         ):
@@ -590,19 +591,19 @@ class Outlook(Rule[OutlookParams]):
         """The cheap tests of a steady retreat (``steady_retreat_t``), asked before its costlier ones on
         every point that is not within the retreat's share of the best: a full window of recent values, the
         best older than the last ``retreat_window`` of them, the latest worse than the first (a line that
-        moves away from the best by many standard errors of its slope ends worse than it began; the caller
-        asks this first), and the latest the worst of the last ``retreat_window`` (a retreat is judged when
-        it has gone furthest: a noisy step back towards the best waits for the next value, and most points
-        of a run that wanders near its best end here, before its noise is read)."""
+        moves away from the best by many standard errors of its slope ends worse than it began), and the
+        latest the worst of the last ``retreat_window`` (a retreat is judged when it has gone furthest: a
+        noisy step back towards the best waits for the next value, and most points of a run that wanders
+        near its best end here, before its noise is read)."""
         recent, steps = state["recent"], state.get("recent_steps")
-        best_step = ctx.best.step
+        best_step, value, window = ctx.best.step, obs.value, self.params.retreat_window
         if len(recent) < _NOISE_WINDOW or not steps or best_step is None:
             return False
-        window = self.params.retreat_window
         if best_step >= steps[-window]:  # the best is among the values asked
             return False
-        value = obs.value
-        return bool(value <= min(recent[-window:]) if self.mode == "max" else value >= max(recent[-window:]))
+        if self.mode == "max":
+            return bool(value < recent[0] and value <= min(recent[-window:]))
+        return bool(value > recent[0] and value >= max(recent[-window:]))
 
     def _steady_retreat(
         self, state: State, obs: Observation, ctx: Context, progress: float, planned: int, steady_t: float
