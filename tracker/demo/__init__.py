@@ -23,11 +23,9 @@ def policy_rules(policy: str) -> list[dict[str, Any]] | None:
     match = re.fullmatch(r"patience-([1-9][0-9]{0,3})", policy)
     if match is None:
         raise ValueError(f"unknown demo policy {policy!r}: default or patience-K (e.g. patience-5)")
-    return [
-        {"rule": "patience", "patience": int(match.group(1))},
-        {"rule": "checkpoint"},
-        {"rule": "non_finite"},
-    ]
+    from tracker.policy.presets import patience_rules  # the preset's own rules (scipy: loaded only here)
+
+    return patience_rules(int(match.group(1)))
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:

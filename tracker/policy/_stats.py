@@ -40,7 +40,11 @@ _ROUNDING = 64 * 2.0**-52
 
 def _scale_of(ys: Sequence[float]) -> float:
     """1.0 for ordinary values; a power of two near the largest magnitude when squares could overflow."""
-    top = max(map(abs, ys), default=0.0)
+    return _scale_at(max(map(abs, ys), default=0.0))
+
+
+def _scale_at(top: float) -> float:
+    """:func:`_scale_of` for values whose largest magnitude is ``top``."""
     return 1.0 if not top > _LARGE else math.ldexp(1.0, math.frexp(top)[1] - 1)  # top / scale in [1, 2)
 
 
@@ -86,12 +90,11 @@ def step_noise(ys: Sequence[float]) -> float:
     # The largest magnitude is read once, for the scale and the rounding both; ordinary values (scale 1) are
     # differenced without the divisions, which give the same numbers. It runs on retreat's every test.
     top = max(map(abs, ys), default=0.0)
-    if top > _LARGE:
-        scale = math.ldexp(1.0, math.frexp(top)[1] - 1)
-        diffs = [b / scale - a / scale for a, b in itertools.pairwise(ys)]
-    else:
-        scale = 1.0
+    scale = _scale_at(top)
+    if scale == 1.0:
         diffs = [b - a for a, b in itertools.pairwise(ys)]
+    else:
+        diffs = [b / scale - a / scale for a, b in itertools.pairwise(ys)]
     n = len(diffs)
     if n < 2:
         return 0.0

@@ -235,16 +235,17 @@ MEDIAN_RULES: list[dict[str, Any]] = [
 PRESETS = ("default", "default-sweep", "median", "patience-K")
 
 
+def patience_rules(patience: int) -> list[dict[str, Any]]:
+    """The rules of the ``patience-K`` preset: ``patience``, ``checkpoint``, ``non_finite``."""
+    return [{"rule": "patience", "patience": patience}, {"rule": "checkpoint"}, {"rule": "non_finite"}]
+
+
 def preset(name: str, *, monitor: str, mode: Mode) -> PolicySpec:
     """The named policy watching ``monitor`` in ``mode``; ``ValueError`` naming the presets otherwise."""
     rules: list[dict[str, Any]]
     match = re.fullmatch(r"patience-(\d+)", name)
     if match:
-        rules = [
-            {"rule": "patience", "patience": int(match.group(1))},
-            {"rule": "checkpoint"},
-            {"rule": "non_finite"},
-        ]
+        rules = patience_rules(int(match.group(1)))
     elif name == "default":
         rules = DEFAULT_RULES
     elif name == "default-sweep":

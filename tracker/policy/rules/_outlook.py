@@ -570,12 +570,11 @@ class Outlook(Rule[OutlookParams]):
         steady = None
         if due is None and p.steady_retreat_t is not None and self._may_retreat_steadily(state, obs, ctx):
             # A steady retreat asks for no share of the progress, and for the steadier of the two bars.
-            steadily = self._steady_retreat(
-                state, obs, ctx, progress, planned, max(steady_t, p.steady_retreat_t)
-            )
+            steadier = max(steady_t, p.steady_retreat_t)
+            steadily = self._steady_retreat(state, obs, ctx, progress, planned, steadier)
             if steadily is not None:
                 due, (rise_t, _) = steadily
-                steady = max(steady_t, p.steady_retreat_t)
+                steady = steadier
         if due is None:
             return None
         if lr is not None and self._schedule_pending(state, lr):
