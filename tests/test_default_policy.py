@@ -1395,6 +1395,14 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
         "moves away from its best steadily (by 6.35 standard errors of its slope, at least 5)" in stop.reason
     )
     json.dumps(stop.evidence)
+    # The loss at its lowest at step 29, then back up 0.0001 an evaluation: under the 5% of its fall read as
+    # turned up, so its lowest's pace still holds, and the sentence says so rather than "still falls".
+    risen = {"val_loss": [1.39 - 0.0017 * min(i, 29) + 0.0001 * max(0, i - 29) for i in range(80)]}
+    stop = stop_of(judge(DEFAULT_RULES, steady, extras=risen, ctx=plan))
+    assert (stop.step, stop.best_step) == (38, 22)
+    assert 0.0 < stop.evidence["loss_turn"] < 0.05
+    assert "although val_loss's lowest still falls" in stop.reason
+    assert f"its latest is {stop.evidence['loss_turn']:.2g} of that fall above its lowest" in stop.reason
     noisy = climb + [0.46 - 0.0012 * i + _wiggle(i) for i in range(57)]
     held = stop_of(judge(DEFAULT_RULES, noisy, extras=loss, ctx=plan))
     assert held.step == 79  # the planned end: the loss's outlook spent only there

@@ -14,6 +14,7 @@ from tracker.policy._resolution import step_between
 from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
+    TURNED_UP,
     best_at_half,
     doublings_left,
     keep_best,
@@ -715,9 +716,20 @@ class Outlook(Rule[OutlookParams]):
                 + f"), so it is stopped before {floor or 0.0:g} of its planned end (step {planned})"
             )
         elif loss is not None:
+            # A loss a little above its lowest (under the share read as turned up) is held by its lowest's
+            # pace: "still falls" would say what a user reading its curve would not see.
+            turn = loss["loss_turn"]
+            above = (
+                f"; its latest is {turn:.2g} of that fall above its lowest, under the {TURNED_UP:g} read as "
+                "turned up"
+                if turn > 0
+                else ""
+            )
+            lowest = "'s lowest" if turn > 0 else ""
             reason += (
-                f", although {loss['loss_key']} still falls ({loss['loss_outlook']:.3g} to the planned end, "
-                f"more than {p.relative_delta:g} of its own fall): the metric moves away from its best "
+                f", although {loss['loss_key']}{lowest} still falls "
+                f"({loss['loss_outlook']:.3g} to the planned end, more than {p.relative_delta:g} of its own "
+                f"fall{above}): the metric moves away from its best "
                 f"steadily (by {-(rise_t or 0.0):.3g} standard errors of its slope, at least "
                 f"{p.early_retreat_t:g}) and by more than {STEADY_STEPS} of its steps"
             )
