@@ -1509,3 +1509,25 @@ def test_a_loss_watched_alone_is_judged_alike_under_any_of_its_names(monitor: st
     (verdict,) = [v for v in evaluation.verdicts if v.action == "stop"]
     assert (verdict.rule, verdict.best_step) == ("outlook", 50)
     assert (BLIND_SAID in verdict.reason) == (stop == 80)
+
+
+def test_a_retreat_on_exactly_even_steps_is_said_in_words() -> None:
+    """Given values (the README's loop with its work replaced by numbers) fall from their best in exactly
+    even steps: their step-to-step noise is 0 and their slope's standard errors are infinite, or past a
+    million where rounding leaves a residue. The sentence says so in words, not "inf standard errors"."""
+    accuracy = [0.3 + 0.586 * min(e, 15) / 15 - 0.002 * max(0, e - 15) for e in range(60)]
+    loss = [1.5 - min(e, 15) / 15 + 0.004 * max(0, e - 15) for e in range(60)]
+    extras = {"val_loss": loss, "lr": [0.1] * 60}
+    stop = stop_of(judge(DEFAULT_RULES, accuracy, extras=extras, ctx=Context(planned_steps=60)))
+    assert (stop.rule, stop.step, stop.best_step) == ("outlook", 28, 15)
+    assert "3x its step-to-step noise (0: its values move by exactly even steps)" in stop.reason
+    assert "on an exact line, with no scatter about their slope" in stop.reason
+    assert "inf" not in stop.reason
+    assert "e+" not in stop.reason
+    json.dumps(stop.evidence)
+    # Jitter of a thousandth on the same fall: numbers, as before.
+    jittered = [v + (0.001 if e % 2 else -0.001) * (e > 15) for e, v in enumerate(accuracy)]
+    stop = stop_of(judge(DEFAULT_RULES, jittered, extras=extras, ctx=Context(planned_steps=60)))
+    assert "standard errors of its slope, at least 5" in stop.reason
+    assert "exactly even steps" not in stop.reason
+    assert "exact line" not in stop.reason

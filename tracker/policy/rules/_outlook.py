@@ -696,10 +696,10 @@ class Outlook(Rule[OutlookParams]):
             f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
             f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than "
             + (f"{p.retreat:g} of its progress ({progress:.3g}) and " if steady is None else "")
-            + f"{p.retreat_noise:g}x its step-to-step noise ({jitter:.3g})"
+            + f"{p.retreat_noise:g}x its step-to-step noise ({_noise_said(jitter, shortfall)})"
         )
         if steady is not None:
-            moves = f"by {-(rise_t or 0.0):.3g} standard errors of their slope, at least {steady:g}"
+            moves = _steadily(-(rise_t or 0.0), steady, "their")
             no_share = f"no share of its progress ({progress:.3g}) is asked"
             if early is None and loss is None:
                 reason += (
@@ -710,8 +710,8 @@ class Outlook(Rule[OutlookParams]):
         if early is not None:
             steady_t, floor, was_blind = early
             reason += (
-                f", and its recent values move away from it steadily (by {-(rise_t or 0.0):.3g} "
-                f"standard errors of their slope, at least {steady_t:g}"
+                ", and its recent values move away from it steadily ("
+                + _steadily(-(rise_t or 0.0), steady_t, "their")
                 + (", with neither a learning rate nor a validation loss logged" if was_blind else "")
                 + f"), so it is stopped before {floor or 0.0:g} of its planned end (step {planned})"
             )
@@ -730,8 +730,8 @@ class Outlook(Rule[OutlookParams]):
                 f", although {loss['loss_key']}{lowest} still falls "
                 f"({loss['loss_outlook']:.3g} to the planned end, more than {p.relative_delta:g} of its own "
                 f"fall{above}): the metric moves away from its best "
-                f"steadily (by {-(rise_t or 0.0):.3g} standard errors of its slope, at least "
-                f"{p.early_retreat_t:g}) and by more than {STEADY_STEPS} of its steps"
+                f"steadily ({_steadily(-(rise_t or 0.0), p.early_retreat_t or 0.0, 'its')}) and by more than "
+                f"{STEADY_STEPS} of its steps"
             )
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += _blind_said(blind) if blind is not None else ""
@@ -770,6 +770,25 @@ class Outlook(Rule[OutlookParams]):
 
 def _blind_said(floor: float) -> str:
     return f"judged from {floor:g} of its plan, as neither a learning rate nor a validation loss is logged; "
+
+
+# Standard errors of a slope past which the values lie on a line but for rounding (said as an exact line).
+_EXACT_T = 1e6
+
+
+def _steadily(t: float, bar: float, whose: str) -> str:
+    """How steadily values move, in words: ``t`` standard errors of the slope against ``bar``. Values on an
+    exact line (given values, not a training's) have no scatter to measure the slope against, and ``t`` is
+    infinite, or past a million where rounding leaves a residue: said so, not as "inf standard errors"."""
+    if abs(t) < _EXACT_T:
+        return f"by {t:.3g} standard errors of {whose} slope, at least {bar:g}"
+    return f"on an exact line, with no scatter about {whose} slope: past any bar of standard errors ({bar:g})"
+
+
+def _noise_said(jitter: float, against: float) -> str:
+    """A step-to-step noise in words; none to speak of beside ``against`` (a billionth of it: rounding's
+    residue) only for values that move by exactly even steps, as given values do."""
+    return f"{jitter:.3g}" if jitter > 1e-9 * abs(against) else "0: its values move by exactly even steps"
 
 
 def _finite(t: float | None) -> float | None:
