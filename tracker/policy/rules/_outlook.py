@@ -780,7 +780,7 @@ def _steadily(t: float, bar: float, whose: str) -> str:
     """How steadily values move, in words: ``t`` standard errors of the slope against ``bar``. Values on an
     exact line (given values, not a training's) have no scatter to measure the slope against, and ``t`` is
     infinite, or past a million where rounding leaves a residue: said so, not as "inf standard errors"."""
-    if abs(t) < _EXACT_T:
+    if math.isnan(t) or abs(t) < _EXACT_T:
         return f"by {t:.3g} standard errors of {whose} slope, at least {bar:g}"
     return f"on an exact line, with no scatter about {whose} slope: past any bar of standard errors ({bar:g})"
 
