@@ -696,7 +696,7 @@ class Outlook(Rule[OutlookParams]):
             f"{self.monitor} has stayed worse than its best {fmt(best)} (step {best_step}) for its "
             f"last {p.retreat_window} evaluations, by at least {shortfall:.3g}: more than "
             + (f"{p.retreat:g} of its progress ({progress:.3g}) and " if steady is None else "")
-            + f"{p.retreat_noise:g}x its step-to-step noise ({_noise_said(jitter, shortfall)})"
+            + f"{p.retreat_noise:g}x its step-to-step noise ({_noise_said(jitter)})"
         )
         if steady is not None:
             moves = _steadily(-(rise_t or 0.0), steady, "their")
@@ -718,14 +718,13 @@ class Outlook(Rule[OutlookParams]):
         elif loss is not None:
             # A loss a little above its lowest (under the share read as turned up) is held by its lowest's
             # pace: "still falls" would say what a user reading its curve would not see.
-            turn = loss["loss_turn"]
-            above = (
-                f"; its latest is {turn:.2g} of that fall above its lowest, under the {TURNED_UP:g} read as "
-                "turned up"
-                if turn > 0
-                else ""
-            )
-            lowest = "'s lowest" if turn > 0 else ""
+            turn, lowest, above = loss["loss_turn"], "", ""
+            if turn > 0:
+                lowest = "'s lowest"
+                above = (
+                    f"; its latest is {turn:.2g} of that fall above its lowest, under the {TURNED_UP:g} read "
+                    "as turned up"
+                )
             reason += (
                 f", although {loss['loss_key']}{lowest} still falls "
                 f"({loss['loss_outlook']:.3g} to the planned end, more than {p.relative_delta:g} of its own "
@@ -785,10 +784,10 @@ def _steadily(t: float, bar: float, whose: str) -> str:
     return f"on an exact line, with no scatter about {whose} slope: past any bar of standard errors ({bar:g})"
 
 
-def _noise_said(jitter: float, against: float) -> str:
-    """A step-to-step noise in words; none to speak of beside ``against`` (a billionth of it: rounding's
-    residue) only for values that move by exactly even steps, as given values do."""
-    return f"{jitter:.3g}" if jitter > 1e-9 * abs(against) else "0: its values move by exactly even steps"
+def _noise_said(jitter: float) -> str:
+    """A step-to-step noise in words: exactly 0 (``step_noise`` reads rounding's residue as none) only for
+    values that move by exactly even steps, as given values do."""
+    return f"{jitter:.3g}" if jitter else "0: its values move by exactly even steps"
 
 
 def _finite(t: float | None) -> float | None:
