@@ -237,6 +237,44 @@ def test_degenerate_fine_window_table(id_, rules, values, index, window) -> None
     json.dumps(stop.evidence)
 
 
+# A rate still warming up for the first 10 evaluations (a linear warm-up, then a linear decay).
+WARMING = [1e-5 * (i + 1) if i < 10 else 1e-4 * (1 - (i - 9) / 20) for i in range(16)]
+
+# (id, values, fine_in_warmup, expected stop index or None, kind)
+WARM_UP_TABLE = [
+    # Learned, then a constant prediction on a fine metric while the rate rises: held by default until the
+    # rate turns (index 10), judged at its fourth collapsed value when asked.
+    ("fine-collapse-held", mnli([*COLLAPSE, 3123, 3479, 3479, 3213]), False, 10, "collapsed"),
+    ("fine-collapse-judged", mnli([*COLLAPSE, 3123, 3479, 3479, 3213]), True, 5, "collapsed"),
+    # The same fall on a coarse metric (the long window's collapse) still waits for the rate to turn.
+    (
+        "coarse-collapse-waits",
+        coarse([20, 22, 9, 10, 10, 11, 9, 10, 10, 11, 9, 10, 11, 9, 10, 10]),
+        True,
+        10,
+        "collapsed",
+    ),
+    # At chance from the start on a fine metric (never learned): no collapse, and "stuck" is not judged
+    # while the rate warms up (nor before 0.9 of the plan here).
+    ("fine-chance-is-no-collapse", mnli([3123, 3479, 3479, 3213] * 3), True, None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "in_warmup", "index", "kind"), WARM_UP_TABLE, ids=[r[0] for r in WARM_UP_TABLE]
+)
+def test_degenerate_fine_collapse_during_the_rates_warm_up(id_, values, in_warmup, index, kind) -> None:
+    rules = [{**FINE, "lr_key": "lr", "stuck_progress": 0.9, "fine_in_warmup": in_warmup}]
+    stop = stop_of(judge(rules, values, extras={"lr": WARMING}, ctx=Context(planned_steps=16)))
+    if index is None:
+        assert stop is None, stop.reason
+        return
+    assert stop is not None
+    assert (stop.step, stop.evidence["kind"]) == (index, kind)
+    assert stop.evidence["rate_rising"] is (index < 10)
+    assert ("while the learning rate still rises" in stop.reason) is (index < 10)
+
+
 @pytest.mark.parametrize(
     ("values", "step"),
     [

@@ -159,6 +159,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "stuck_progress": 0.4,
         "unscheduled_stuck_progress": 0.6,
         "unscheduled_collapse_progress": 0.3,
+        "fine_in_warmup": True,
         "loss_key": VAL_LOSS_NAMES,
     },
     {

@@ -90,7 +90,15 @@ class DegenerateParams(RuleParams):
     class share for several evaluations and climb again, as its rate warms up or settles (a held-out wine
     run fell from 0.72 to 0.53 for six evaluations at 19% of its plan, then reached 0.97); with a rate
     logged the warm-up guard sees that. The fine window's collapse (a constant prediction on a fine metric)
-    is not held (added 2026-11-26)."""
+    is not held (added 2026-11-26).
+
+    ``fine_in_warmup`` (off by default; the ``default`` policy sets it): the fine window's collapse is judged
+    while a logged learning rate still rises (``warmup`` and ``min_progress`` still hold it). A run that
+    learned and then fell to a constant prediction on a fine metric, below anything it scored before, has
+    diverged under a rate climbing to a peak too high for it, and a rate still rising does not lift it back:
+    of the 261 OPDA MNLI runs that fell from above 0.6 to a class share (below 0.37), one climbed back, and
+    that one for a single evaluation. A coarse metric's collapse, and a *stuck* run, still wait for the rate
+    to turn (added 2026-11-27)."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
@@ -114,6 +122,9 @@ class DegenerateParams(RuleParams):
     )
     unscheduled_stuck_progress: float | None = Field(
         default=None, ge=0.0, le=1.0, description="stuck_progress while no learning rate is logged"
+    )
+    fine_in_warmup: bool = Field(
+        default=False, description="judge the fine window's collapse while the logged rate still rises"
     )
 
 
@@ -174,7 +185,9 @@ class Degenerate(Rule[DegenerateParams]):
             self._lower_floor(state, ys, fine_window)
         if len(ys) > self._keep:
             del ys[: len(ys) - self._keep]
-        if not warm:
+        # While the rate still warms up only the fine window's collapse may be judged, and only when asked.
+        rising = not warm and p.fine_in_warmup and self._past_plan_guards(obs, ctx)
+        if not warm and not rising:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
         since_best = seen - state.get("best_seen", 0)
@@ -191,7 +204,7 @@ class Degenerate(Rule[DegenerateParams]):
         held = bool(self._lr_names) and lr_held_at_peak(state)
         run = _SoFar(best, worst, obs, ctx, seen, since_best, held, lr_seen(state), state.get("first"))
         kind, fine_step = None, None
-        if repeats:
+        if repeats and not rising:
             kind = self._kind(window, run)
             if kind == "collapsed" and self._collapse_waits(run):
                 kind = None
@@ -211,6 +224,8 @@ class Degenerate(Rule[DegenerateParams]):
         ys = window
         distinct = sorted(set(ys))
         fine = "" if fine_step is None else f"; {_resolution_said(fine_step)}, so exact repeats are no chance"
+        if rising:
+            fine += "; judged while the learning rate still rises, which does not lift a constant prediction"
         shown = ", ".join(fmt(v) for v in distinct)
         why = (
             f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
@@ -237,12 +252,18 @@ class Degenerate(Rule[DegenerateParams]):
                 "collapse_fraction": p.collapse_fraction,
                 "stuck_progress": self._stuck_share(lr_seen(state)),
                 "planned_steps": ctx.planned_steps,
+                "rate_rising": rising,
                 **(loss or {}),
             },
             best_step=best_step,
             best_value=best,
         )
         return state, verdict
+
+    def _past_plan_guards(self, obs: Observation, ctx: Context) -> bool:
+        """Past ``warmup`` and ``min_progress`` of a declared plan: the warm-up guards other than the rate."""
+        p, planned = self.params, ctx.planned_steps
+        return obs.step >= p.warmup and (planned is None or obs.step >= p.min_progress * planned)
 
     def _lower_floor(self, state: State, ys: list[float], fine_window: int) -> None:
         """Keep ``floor``, the worst value older than the last ``fine_window`` (in place): the value that
