@@ -88,13 +88,20 @@ def _policy(name: str, mode: str, **params: Any) -> PolicySpec:
 
 def _run(policy: PolicySpec, values: list[float], steps: list[int], ctx: Context) -> list[float]:
     """Judge the points one batch each, as ingest does; per-point seconds. Fails on any exception, or on
-    state or evidence that JSON cannot carry."""
+    state or evidence that JSON cannot carry.
+
+    The slowest point is judged again, from the same state, and keeps its fastest time: a rule wedged on
+    that point is as slow every time, while a pause of the machine's (another process on the core, the
+    collector) is not repeated. Measured once, this test failed on a loaded 2-core host."""
     states = initial_states(policy)
-    seconds = []
+    seconds: list[float] = []
+    judged: list[tuple[dict[str, Any], Observation]] = []
     for i, (step, value) in enumerate(zip(steps, values, strict=True)):
         extras = {key: values[(i + k + 1) % len(values)] for k, key in enumerate(EXTRAS)}
+        obs = Observation(step, value, 1000.0 + step, extras)
+        judged.append((states, obs))  # evaluate never changes the states it is given
         started = time.perf_counter()
-        evaluation = evaluate(policy, states, [Observation(step, value, 1000.0 + step, extras)], ctx)
+        evaluation = evaluate(policy, states, [obs], ctx)
         seconds.append(time.perf_counter() - started)
         states = evaluation.states
         json.dumps(json_safe(states), allow_nan=False)
@@ -102,6 +109,12 @@ def _run(policy: PolicySpec, values: list[float], steps: list[int], ctx: Context
             json.dumps(json_safe(verdict.evidence), allow_nan=False)
             assert isinstance(verdict.reason, str)
             assert verdict.reason
+    slowest = max(range(len(seconds)), key=seconds.__getitem__)
+    before, obs = judged[slowest]
+    for _ in range(3):
+        started = time.perf_counter()
+        evaluate(policy, before, [obs], ctx)
+        seconds[slowest] = min(seconds[slowest], time.perf_counter() - started)
     return seconds
 
 
