@@ -18,7 +18,7 @@ from tracker.policy.rules._loss_watch import (
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._window import lr_held_at_peak, lr_seen, warm_up_over
+from tracker.policy.rules._window import lr_held_at_peak, lr_seen, past_step_floors, warm_up_over
 
 
 class _SoFar(NamedTuple):
@@ -94,11 +94,11 @@ class DegenerateParams(RuleParams):
 
     ``fine_in_warmup`` (off by default; the ``default`` policy sets it): the fine window's collapse is judged
     while a logged learning rate still rises (``warmup`` and ``min_progress`` still hold it). A run that
-    learned and then fell to a constant prediction on a fine metric, below anything it scored before, has
-    diverged under a rate climbing to a peak too high for it, and a rate still rising does not lift it back:
-    of the 261 OPDA MNLI runs that fell from above 0.6 to a class share (below 0.37), one climbed back, and
-    that one for a single evaluation. A coarse metric's collapse, and a *stuck* run, still wait for the rate
-    to turn (added 2026-11-27)."""
+    learned and then fell to a constant prediction on a fine metric, below anything it scored before
+    (typically under a rate climbing to a peak too high for it), is not lifted back by a rate that still
+    rises: of the 261 OPDA MNLI runs that fell from above 0.6 to a class share (below 0.37), one climbed
+    back, and that one for a single evaluation. A coarse metric's collapse, and a *stuck* run, still wait
+    for the rate to turn (added 2026-11-27)."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
@@ -186,7 +186,11 @@ class Degenerate(Rule[DegenerateParams]):
         if len(ys) > self._keep:
             del ys[: len(ys) - self._keep]
         # While the rate still warms up only the fine window's collapse may be judged, and only when asked.
-        rising = not warm and p.fine_in_warmup and self._past_plan_guards(obs, ctx)
+        rising = (
+            not warm
+            and p.fine_in_warmup
+            and past_step_floors(obs, ctx, warmup=p.warmup, min_progress=p.min_progress)
+        )
         if not warm and not rising:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
@@ -259,11 +263,6 @@ class Degenerate(Rule[DegenerateParams]):
             best_value=best,
         )
         return state, verdict
-
-    def _past_plan_guards(self, obs: Observation, ctx: Context) -> bool:
-        """Past ``warmup`` and ``min_progress`` of a declared plan: the warm-up guards other than the rate."""
-        p, planned = self.params, ctx.planned_steps
-        return obs.step >= p.warmup and (planned is None or obs.step >= p.min_progress * planned)
 
     def _lower_floor(self, state: State, ys: list[float], fine_window: int) -> None:
         """Keep ``floor``, the worst value older than the last ``fine_window`` (in place): the value that

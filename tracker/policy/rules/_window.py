@@ -60,6 +60,11 @@ def warm_up_over(
             state["lr_warm_done"] = True
         elif not lr_warmup_over(state, lr)[1]:
             return state, False
+    return state, past_step_floors(obs, ctx, warmup=warmup, min_progress=min_progress)
+
+
+def past_step_floors(obs: Observation, ctx: Context, *, warmup: int, min_progress: float) -> bool:
+    """The warm-up guards of :func:`warm_up_over` other than the rate: the step is at least ``warmup`` and
+    past ``min_progress`` of the planned length (if declared)."""
     planned = ctx.planned_steps
-    past_plan = planned is None or obs.step >= min_progress * planned
-    return state, past_plan and obs.step >= warmup
+    return obs.step >= warmup and (planned is None or obs.step >= min_progress * planned)
