@@ -1469,13 +1469,16 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     later stuck verdict without a rate held other runs for no better best, so default-sweep leaves them out
     and keeps every other parameter of the single-run default; so it does the blind run's later floor and
     the later coarse collapse without a rate (the cross-run rules judge such runs against the others), and
-    the final share's new bests (in a sweep only the best run's late gain lowers its regret)."""
+    the final share's new bests (in a sweep only the best run's late gain lowers its regret), and the fine
+    collapse judged while the rate still rises (stopping collapsed runs sooner moved the cross-run cohorts of
+    OPDA's AlexNet sweep and cost its best run)."""
     single = {rule["rule"]: rule for rule in DEFAULT_RULES}
     sweep = {rule["rule"]: rule for rule in DEFAULT_SWEEP_RULES}
     assert single["outlook"]["resolution_share"] > 0
     assert single["outlook"]["blind_min_progress"]
     assert single["degenerate"]["unscheduled_stuck_progress"]
     assert single["degenerate"]["unscheduled_collapse_progress"]
+    assert single["degenerate"]["fine_in_warmup"] is True
     left_out = {
         "loss_key": None,
         "resolution_share": 0.0,
@@ -1490,6 +1493,7 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
         **single["degenerate"],
         "unscheduled_stuck_progress": None,
         "unscheduled_collapse_progress": None,
+        "fine_in_warmup": False,
     }
     assert {k: v for k, v in sweep.items() if k not in ("outlook", "degenerate", "percentile", "asha")} == {
         k: v for k, v in single.items() if k not in ("outlook", "degenerate")
