@@ -201,14 +201,20 @@ class Degenerate(Rule[DegenerateParams]):
             return state, None
         window, short = ys[-p.window :], ys[-p.fine_window :] if p.fine_window is not None else []
         # Few distinct values in the long window, or a repeat in the short one: without either (most points
-        # of a run on a fine metric) nothing here can stop it, and nothing more is built.
-        repeats = since_best >= p.window and len(window) == p.window and len(set(window)) <= p.max_distinct
+        # of a run on a fine metric) nothing here can stop it, and nothing more is built. While the rate still
+        # rises the long window is not judged at all.
+        repeats = (
+            not rising
+            and since_best >= p.window
+            and len(window) == p.window
+            and len(set(window)) <= p.max_distinct
+        )
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
         held = bool(self._lr_names) and lr_held_at_peak(state)
         run = _SoFar(best, worst, obs, ctx, seen, since_best, held, lr_seen(state), state.get("first"))
         kind, fine_step = None, None
-        if repeats and not rising:
+        if repeats:
             kind = self._kind(window, run)
             if kind == "collapsed" and self._collapse_waits(run):
                 kind = None
