@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from sdk._mode import infer_mode
 from tracker.policy._base import Rule, State
-from tracker.policy._improvement import Best
+from tracker.policy._improvement import Best, ImprovementTest
 from tracker.policy._registry import RuleSpec, build_rule
 from tracker.policy._types import Context, Mode, Observation, Verdict
 
@@ -109,6 +109,17 @@ class PolicySpec(BaseModel):
     def _compiled(self) -> list[Rule[Any]]:
         return [build_rule(p, monitor=self.monitor, mode=self.mode) for p in self.rules]
 
+    def best_keys(self) -> list[tuple[float | None, ImprovementTest] | None]:
+        """Per rule, what its best so far is kept under: its smoothing and improvement test (rules with
+        both alike share one best), None for a per-rank rule; built once per spec."""
+        return self._best_keys
+
+    @cached_property
+    def _best_keys(self) -> list[tuple[float | None, ImprovementTest] | None]:
+        return [
+            None if rule.per_rank else (rule.params.ema, rule.improvement_test()) for rule in self.build()
+        ]
+
 
 @dataclass(frozen=True)
 class Evaluation:
@@ -198,19 +209,18 @@ def _combined(rules: list[Rule[Any]], states: list[State], step: int) -> Verdict
     )
 
 
-def _bests(rules: list[Rule[Any]], wrappers: Sequence[State]) -> list[Best | None]:
+def _bests(policy: PolicySpec, wrappers: Sequence[State]) -> list[Best | None]:
     """Each rule's best so far (None for per-rank rules), restored from the stored wrappers: one
     :class:`Best` per improvement test and smoothing, shared by the rules that have both alike."""
     shared: dict[tuple[Any, ...], Best] = {}
     bests: list[Best | None] = []
-    for rule, wrapper in zip(rules, wrappers, strict=True):
-        if rule.per_rank:
+    for key, wrapper in zip(policy.best_keys(), wrappers, strict=True):
+        if key is None:
             bests.append(None)
             continue
-        test = rule.improvement_test()
-        best = shared.get((rule.params.ema, test))
+        best = shared.get(key)
         if best is None:
-            best = shared[(rule.params.ema, test)] = Best(test)
+            best = shared[key] = Best(key[1])
         best.restore(wrapper)
         bests.append(best)
     return bests
@@ -247,12 +257,15 @@ def _judged(
     """What the judging loop needs of each rule that judges the monitored metric, looked up once per call
     rather than per observation (that loop is the engine's hot path): its wrapper, the rule and its bound
     ``observe``, its smoothing, whether its stop stands alone, its best and its context."""
-    contexts = {id(best): replace(ctx, best=best) for best in bests if best is not None}
+    contexts = {
+        id(best): replace(ctx, best=best) for best in {id(b): b for b in bests if b is not None}.values()
+    }
     alone = policy.combine == "any"
     return [
         (wrapper, rule, rule.observe, rule.params.ema, rule.guard or alone, best, contexts[id(best)])
         for wrapper, rule, best in zip(current, rules, bests, strict=True)
-        if best is not None
+        # A rule that has said stop has nothing more to say; a smoothed one stays to keep its average.
+        if best is not None and not (wrapper["stopped"] and rule.params.ema is None)
     ]
 
 
@@ -289,7 +302,7 @@ def evaluate(
     if len(states) != len(rules):
         raise ValueError(f"expected {len(rules)} rule states, got {len(states)}")
     current = _own_copies(rules, states)  # this call's own copies: changed in place below
-    bests = _bests(rules, current)
+    bests = _bests(policy, current)
     ctx = ctx or Context()
     judged = _judged(policy, rules, current, bests, ctx)
     plan = ctx.planned_steps
@@ -299,12 +312,14 @@ def evaluate(
     verdicts: list[Verdict] = []
     last_step: int | None = None
     stop_step: int | None = None
+    combine_all = policy.combine == "all"
     for obs in sorted(observations, key=lambda o: o.step):
         last_step = obs.step
         if plan is not None and last_step > plan:  # once per call at most: the steps come in order
             judged, plan = _judged(policy, rules, current, bests, replace(ctx, planned_steps=None)), None
         for raw in raw_bests:
             raw.see(obs.value, last_step)
+        voted = False
         for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in judged:
             seen = obs
             if alpha is not None:
@@ -312,8 +327,8 @@ def evaluate(
                 if best.seen is not obs:
                     best.see(seen.value, seen.step)
                     best.seen = obs
-            if wrapper["stopped"]:  # a rule that has said stop (alone or as a vote) has nothing more to say
-                continue
+                if wrapper["stopped"]:  # said stop (a vote), kept in judged only for its average
+                    continue
             try:
                 wrapper["s"], verdict = observe(wrapper["s"], seen, rule_ctx)
             except Exception as exc:
@@ -332,13 +347,16 @@ def evaluate(
                 stop_step = obs.step
             elif wrapper["vote"] is None:
                 wrapper["vote"] = _vote(verdict)
-        if stop_step is None and policy.combine == "all":
+                voted = True
+        if stop_step is None and combine_all:
             combined = _combined(rules, current, obs.step)
             if combined is not None:
                 verdicts.append(combined)
                 stop_step = obs.step
         if stop_step is not None:
             break
+        if voted:  # a vote is a stop that stands: its rule judges no later point
+            judged = [entry for entry in judged if not (entry[0]["stopped"] and entry[3] is None)]
     _store_bests(current, bests)
     return Evaluation(current, verdicts, stop_step, last_step)
 
@@ -360,7 +378,7 @@ def evaluate_late(
     """
     ctx = ctx or Context()
     rules = policy.build()
-    bests = _bests(rules, states)
+    bests = _bests(policy, states)
     for obs in sorted(observations, key=lambda o: o.step):
         for wrapper, rule, stored_best in zip(states, rules, bests, strict=True):
             if not rule.judges_late or stored_best is None or _has_stopped(wrapper):

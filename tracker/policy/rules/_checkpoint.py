@@ -6,7 +6,7 @@ from typing import Literal
 
 from tracker.policy._base import ImprovementParams, Rule, State
 from tracker.policy._improvement import ImprovementTest
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from tracker.policy._types import Context, Observation, Verdict
 
 
 class CheckpointParams(ImprovementParams):
@@ -37,12 +37,14 @@ class Checkpoint(Rule[CheckpointParams]):
         if not seen.improved:  # the engine moved the best under this rule's test (margin, ties, warm-up)
             return state, None
         previous, previous_step = seen.previous, seen.previous_step
+        # A new best and the best before it are finite (NaN and +-inf are never a best), so they are
+        # formatted as fmt formats finite values, inline: this runs on every new best.
         if previous is None:
-            reason = f"{self.monitor} first value {fmt(obs.value)} at step {obs.step}: save it"
+            reason = f"{self.monitor} first value {obs.value:.6g} at step {obs.step}: save it"
         else:
             reason = (
-                f"{self.monitor} improved to {fmt(obs.value)} at step {obs.step} "
-                f"(previous best {fmt(previous)} at step {previous_step}): save it"
+                f"{self.monitor} improved to {obs.value:.6g} at step {obs.step} "
+                f"(previous best {previous:.6g} at step {previous_step}): save it"
             )
         verdict = Verdict(
             action="checkpoint",

@@ -122,6 +122,20 @@ def best_at_half(path: list[list[float]], t: int) -> float | None:
     return path[at_half - 1][1] if at_half else None
 
 
+def best_at_half_after(path: list[list[float]], t: int, start: int) -> tuple[float | None, int]:
+    """:func:`best_at_half`, and the count of the path's entries at or before step ``t / 2``, searched
+    from ``start``: the count a previous call returned. Its search is then a step or two, since a run's
+    steps only grow; any ``start`` gives the same answer (a stale one, after the path was thinned or a
+    step went back, costs a search from the start)."""
+    half, end = t / 2, len(path)
+    if start > end or (start and path[start - 1][0] > half):
+        start = bisect.bisect_right(path, half, key=_step_of)
+    else:
+        while start < end and path[start][0] <= half:
+            start += 1
+    return (path[start - 1][1] if start else None), start
+
+
 def doublings_left(planned: int, t: int) -> float:
     return math.log2(planned / t) if planned > t else 0.0
 

@@ -15,7 +15,7 @@ from tracker.policy._stats import noise_sigma, ols, step_noise
 from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
 from tracker.policy.rules._loss_watch import (
     TURNED_UP,
-    best_at_half,
+    best_at_half_after,
     doublings_left,
     keep_best,
     loss_names,
@@ -404,7 +404,7 @@ class Outlook(Rule[OutlookParams]):
         end, is at most ``relative_delta`` of the progress, and the run has learned), else None."""
         p = self.params
         path = state["path"]
-        earlier = best_at_half(path, t)
+        earlier, state["half"] = best_at_half_after(path, t, state.get("half", 0))
         if earlier is None:
             return None
         raw_pace = abs(best - earlier)  # gain of the best over the last doubling of the run
