@@ -18,7 +18,7 @@ from tracker.policy.rules._loss_watch import (
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._window import lr_held_at_peak, lr_seen, past_step_floors, warm_up_over
+from tracker.policy.rules._window import lr_held_at_peak, lr_seen, lr_warmup_over
 
 
 class _SoFar(NamedTuple):
@@ -167,7 +167,17 @@ class Degenerate(Rule[DegenerateParams]):
         if not math.isfinite(value):
             return state, None
         lr = self._lr_names.read(extras) if extras else None
-        state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
+        # warm_up_over, inline: the step floors (past_step_floors), then the rate's warm-up, whose common
+        # answer (the rate of the last evaluation again) needs no call.
+        step, planned = obs.step, ctx.planned_steps
+        floors = step >= p.warmup and (planned is None or step >= p.min_progress * planned)
+        if lr is None:
+            warm = floors
+        elif state.get("lr") == lr:
+            state["lr_warm_done"] = True
+            warm = floors
+        else:
+            warm = lr_warmup_over(state, lr)[1] and floors
         best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
         if worst is None or (value < worst if self.mode == "max" else value > worst):
@@ -181,16 +191,20 @@ class Degenerate(Rule[DegenerateParams]):
         ys = state["ys"]
         ys.append(value)
         fine_window = p.fine_window
-        if fine_window is not None and (len(ys) > fine_window or "floor" not in state):
-            self._lower_floor(state, ys, fine_window)
+        if fine_window is not None:
+            # ``floor``: the worst value older than the last fine_window, lowered by the value that just left
+            # that window, if any: one comparison a point, no history kept. A state stored before ``floor``
+            # existed starts from the run's worst so far, which can only make the test stricter.
+            if "floor" not in state:
+                state["floor"] = worst if seen > 1 else None
+            if len(ys) > fine_window:
+                leaving, floor = ys[-fine_window - 1], state["floor"]
+                if floor is None or (floor > leaving if self.mode == "max" else floor < leaving):  # better()
+                    state["floor"] = leaving
         if len(ys) > self._keep:
             del ys[: len(ys) - self._keep]
         # While the rate still warms up only the fine window's collapse may be judged, and only when asked.
-        rising = (
-            not warm
-            and p.fine_in_warmup
-            and past_step_floors(obs, ctx, warmup=p.warmup, min_progress=p.min_progress)
-        )
+        rising = not warm and p.fine_in_warmup and floors
         if not warm and not rising:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
@@ -269,18 +283,6 @@ class Degenerate(Rule[DegenerateParams]):
             best_value=best,
         )
         return state, verdict
-
-    def _lower_floor(self, state: State, ys: list[float], fine_window: int) -> None:
-        """Keep ``floor``, the worst value older than the last ``fine_window`` (in place): the value that
-        just left that window, if any, lowers it. One comparison a point, no history kept. A state stored
-        before ``floor`` existed starts from the run's worst so far, which can only make the test stricter."""
-        if "floor" not in state:
-            state["floor"] = state.get("worst") if state.get("seen", 0) > 1 else None
-        if len(ys) <= fine_window:
-            return
-        leaving, floor = ys[-fine_window - 1], state["floor"]
-        if floor is None or (floor > leaving if self.mode == "max" else floor < leaving):  # better(), inline
-            state["floor"] = leaving
 
     def _fine_collapse(self, state: State, short: list[float], run: _SoFar) -> float | None:
         """The metric's step (0: continuous) when the last ``fine_window`` values show a collapse on a fine
