@@ -141,6 +141,7 @@ class Degenerate(Rule[DegenerateParams]):
         # the floor).
         self._keep = max(params.window, params.fine_window + 1 if params.fine_window else 0)
         self._share = names_a_share(monitor, mode)  # a share in percent is read on a share's scale
+        self._short_inside = params.fine_window is None or params.fine_window <= params.window
 
     def required_keys(self) -> tuple[str, ...]:
         return (*self._lr_names.order, *self._loss_names.order)
@@ -213,15 +214,17 @@ class Degenerate(Rule[DegenerateParams]):
         # best inside it): most points of a learning run end here, before any window is built.
         if since_best < p.window and (p.fine_window is None or since_best < p.fine_window):
             return state, None
-        window, short = ys[-p.window :], ys[-p.fine_window :] if p.fine_window is not None else []
+        window = ys[-p.window :]
+        distinct = len(set(window))
         # Few distinct values in the long window, or a repeat in the short one: without either (most points
-        # of a run on a fine metric) nothing here can stop it, and nothing more is built. While the rate still
-        # rises the long window is not judged at all.
+        # of a run on a fine metric) nothing here can stop it, and nothing more is built; a long window of
+        # values all distinct holds no repeat in a shorter one. While the rate still rises the long window
+        # is not judged at all.
+        if distinct == len(window) and distinct > p.max_distinct and self._short_inside:
+            return state, None
+        short = ys[-p.fine_window :] if p.fine_window is not None else []
         repeats = (
-            not rising
-            and since_best >= p.window
-            and len(window) == p.window
-            and len(set(window)) <= p.max_distinct
+            not rising and since_best >= p.window and len(window) == p.window and distinct <= p.max_distinct
         )
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
