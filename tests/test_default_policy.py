@@ -1012,6 +1012,23 @@ def test_a_falling_validation_loss_holds_a_frozen_coarse_accuracy(id_, val_loss,
     json.dumps(stop.evidence)
 
 
+def test_a_validation_loss_that_never_fell_is_said_so() -> None:
+    """A validation loss that only rose from its first value holds nothing back, and the stop says so in
+    those words (it used to read "fell 0 over the same doubling, 0 to the planned end, at most 0.01 of its
+    own fall (0)")."""
+    rising = [1.1 + 0.01 * i for i in range(40)]
+    stop = stop_of(
+        judge(
+            [LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=Context(planned_steps=60), extras={"val_loss": rising}
+        )
+    )
+    assert stop is not None
+    assert stop.step == 18
+    assert stop.evidence["loss_progress"] == 0.0
+    assert "val_loss has not fallen below its first value 1.1; " in stop.reason
+    assert "of its own fall" not in stop.reason
+
+
 def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> None:
     """Its lowest-so-far path still shows the descent's pace for a doubling after the loss turns: the
     turn (by more than 5% of its fall) releases the hold, and the sentence says so."""

@@ -217,6 +217,8 @@ def turned_up(outlook: dict[str, Any]) -> bool:
 def loss_said(outlook: dict[str, Any], delta: float) -> str:
     """Why a :func:`loss_outlook` held nothing back, in words (a clause ending in "; ")."""
     key, fall = outlook["loss_key"], outlook["loss_progress"]
+    if fall <= 0:  # its pace and its bar are both 0: said as what it is, not as "at most 0.01 of 0"
+        return f"{key} has not fallen below its first value {outlook['loss_first']:.3g}; "
     if unlearned(outlook) and outlook["loss_outlook"] > outlook["loss_bar"] and not turned_up(outlook):
         return (
             f"{key} fell {fall:.3g} since its first value {outlook['loss_first']:.3g}, at most "
