@@ -361,5 +361,8 @@ class Degenerate(Rule[DegenerateParams]):
 
 
 def _resolution_said(step: float) -> str:
-    """The metric's resolution in words (a step of 0: too fine to read, a continuous metric)."""
-    return f"the metric moves in steps of {step:.3g} or finer" if step else "the metric is continuous"
+    """The metric's resolution in words. A step of 0 is one too fine to read: a continuous metric, or an
+    accuracy over thousands of samples stored as float32 (MNLI's), which is not continuous."""
+    if step:
+        return f"the metric moves in steps of {step:.3g} or finer"
+    return "the metric's values show no step (it is continuous, or finer than they can tell)"
