@@ -215,16 +215,16 @@ class Degenerate(Rule[DegenerateParams]):
         if since_best < p.window and (p.fine_window is None or since_best < p.fine_window):
             return state, None
         window = ys[-p.window :]
-        distinct = len(set(window))
+        n_distinct = len(set(window))
         # Few distinct values in the long window, or a repeat in the short one: without either (most points
         # of a run on a fine metric) nothing here can stop it, and nothing more is built; a long window of
         # values all distinct holds no repeat in a shorter one. While the rate still rises the long window
         # is not judged at all.
-        if distinct == len(window) and distinct > p.max_distinct and self._short_inside:
+        if n_distinct == len(window) and n_distinct > p.max_distinct and self._short_inside:
             return state, None
         short = ys[-p.fine_window :] if p.fine_window is not None else []
         repeats = (
-            not rising and since_best >= p.window and len(window) == p.window and distinct <= p.max_distinct
+            not rising and since_best >= p.window and len(window) == p.window and n_distinct <= p.max_distinct
         )
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
