@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -257,3 +258,41 @@ def test_the_default_judges_alike_with_and_without_outlooks_remembered_count() -
     assert any(wrapper["s"].get("half") for wrapper in with_count)
     assert decisions[0] == decisions[1]
     assert (decisions[0][-1].action, decisions[0][-1].rule) == ("stop", "outlook")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=_VALUES,
+    test=_TESTS,
+    ema=st.sampled_from([None, 0.5]),
+    combine=st.sampled_from(["any", "all"]),
+    mode=st.sampled_from(["min", "max"]),
+    chunk=st.integers(min_value=1, max_value=7),
+)
+def test_rules_quiet_on_plain_points_judge_as_if_asked_on_every_point(
+    values: list[float], test: dict, ema: float | None, combine: str, mode: str, chunk: int
+) -> None:
+    """The engine does not ask ``checkpoint`` and ``non_finite`` about a finite value that moves no best
+    (``quiet_on_plain_points``): their verdicts and states are those of asking them on every point, with
+    their own improvement tests, smoothing, votes and NaN alike."""
+    from tracker.policy import _policy as engine
+
+    policy = PolicySpec.model_validate(
+        {
+            "monitor": "m",
+            "mode": mode,
+            "combine": combine,
+            "rules": [
+                {"rule": "non_finite"},
+                {"rule": "checkpoint", **test, "ema": ema},
+                {"rule": "patience", "patience": 3},
+                {"rule": "checkpoint"},
+                {"rule": "plateau", "window": 5},
+            ],
+        }
+    )
+    quiet = _in_chunks(policy, _observations(values), chunk)
+    with pytest.MonkeyPatch.context() as patch:  # the engine asks every rule on every point
+        patch.setattr(engine, "_quiet", lambda judged: judged)
+        asked = _in_chunks(policy, _observations(values), chunk)
+    assert quiet == asked

@@ -72,6 +72,10 @@ class Rule(ABC, Generic[P]):
     # ``judges_late`` rules judge a point on its own (against their state, not the order of steps), so a
     # monitored point that arrives after later steps were judged is still judged by them (evaluate_late).
     judges_late: ClassVar[bool] = False
+    # ``quiet_on_plain_points`` rules say nothing and leave their state as it is on a finite value that sets
+    # no new best under their own test (checkpoint, non_finite): the engine does not call them there, which
+    # on most points of a run is most points.
+    quiet_on_plain_points: ClassVar[bool] = False
 
     def watch_key(self) -> str:
         """The key whose points drive this rule: the monitored metric, or a per-rank rule's own key."""

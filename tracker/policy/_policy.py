@@ -269,6 +269,12 @@ def _judged(
     ]
 
 
+def _quiet(judged: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The entries of :func:`_judged` asked on a plain point (a finite value that moves no raw best): all
+    but the unsmoothed rules that are quiet there (``quiet_on_plain_points``), in the same order."""
+    return [entry for entry in judged if not (entry[1].quiet_on_plain_points and entry[3] is None)]
+
+
 def _vote(verdict: Verdict) -> dict[str, Any]:
     """A convergence rule's stop under ``combine: all``, as its wrapper keeps it until every rule agrees."""
     return {
@@ -309,6 +315,7 @@ def evaluate(
     # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
     # moves when the first rule of its test and smoothing has smoothed the value.
     raw_bests = list({id(best): best for _, _, _, alpha, _, best, _ in judged if alpha is None}.values())
+    quiet = _quiet(judged)
     verdicts: list[Verdict] = []
     last_step: int | None = None
     stop_step: int | None = None
@@ -317,10 +324,16 @@ def evaluate(
         last_step = obs.step
         if plan is not None and last_step > plan:  # once per call at most: the steps come in order
             judged, plan = _judged(policy, rules, current, bests, replace(ctx, planned_steps=None)), None
+            quiet = _quiet(judged)
+        plain = True  # a finite value that moves no raw best: the quiet rules are not asked
         for raw in raw_bests:
             raw.see(obs.value, last_step)
+            if raw.improved:
+                plain = False
         voted = False
-        for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in judged:
+        for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in (
+            quiet if plain and math.isfinite(obs.value) else judged
+        ):
             seen = obs
             if alpha is not None:
                 seen, wrapper["ema"] = _smoothed(alpha, wrapper["ema"], obs)
@@ -357,6 +370,7 @@ def evaluate(
             break
         if voted:  # a vote is a stop that stands: its rule judges no later point
             judged = [entry for entry in judged if not (entry[0]["stopped"] and entry[3] is None)]
+            quiet = _quiet(judged)
     _store_bests(current, bests)
     return Evaluation(current, verdicts, stop_step, last_step)
 

@@ -25,6 +25,7 @@ class Checkpoint(Rule[CheckpointParams]):
 
     name = "checkpoint"
     stops = False
+    quiet_on_plain_points = True
 
     def improvement_test(self) -> ImprovementTest:
         return self.params.improvement_test(self.mode)

@@ -24,6 +24,7 @@ class NonFinite(Rule[NonFiniteParams]):
     name = "non_finite"
     guard = True
     judges_late = True
+    quiet_on_plain_points = True
 
     def initial_state(self) -> State:
         return {}
