@@ -18,7 +18,7 @@ from tracker.policy.rules._loss_watch import (
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._window import lr_held_at_peak, lr_seen, lr_warmup_over
+from tracker.policy.rules._window import lr_held_at_peak, lr_seen, past_step_floors, warm_up_over
 
 
 class _SoFar(NamedTuple):
@@ -168,17 +168,7 @@ class Degenerate(Rule[DegenerateParams]):
         if not math.isfinite(value):
             return state, None
         lr = self._lr_names.read(extras) if extras else None
-        # warm_up_over, inline: the step floors (past_step_floors), then the rate's warm-up, whose common
-        # answer (the rate of the last evaluation again) needs no call.
-        step, planned = obs.step, ctx.planned_steps
-        floors = step >= p.warmup and (planned is None or step >= p.min_progress * planned)
-        if lr is None:
-            warm = floors
-        elif state.get("lr") == lr:
-            state["lr_warm_done"] = True
-            warm = floors
-        else:
-            warm = lr_warmup_over(state, lr)[1] and floors
+        state, warm = warm_up_over(state, obs, ctx, lr=lr, warmup=p.warmup, min_progress=p.min_progress)
         best, best_step = ctx.best.value, ctx.best.step
         worst = state.get("worst")
         if worst is None or (value < worst if self.mode == "max" else value > worst):
@@ -205,7 +195,11 @@ class Degenerate(Rule[DegenerateParams]):
         if len(ys) > self._keep:
             del ys[: len(ys) - self._keep]
         # While the rate still warms up only the fine window's collapse may be judged, and only when asked.
-        rising = not warm and p.fine_in_warmup and floors
+        rising = (
+            not warm
+            and p.fine_in_warmup
+            and past_step_floors(obs, ctx, warmup=p.warmup, min_progress=p.min_progress)
+        )
         if not warm and not rising:
             return state, None
         assert best is not None  # this value is finite, so it set or kept a finite best
