@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -247,32 +247,52 @@ def _own_copies(rules: list[Rule[Any]], states: Sequence[State]) -> list[dict[st
     ]
 
 
+class _Judge(NamedTuple):
+    """What the judging loop needs of a rule that judges the monitored metric, looked up once per call
+    rather than per observation (that loop is the engine's hot path)."""
+
+    wrapper: dict[str, Any]
+    rule: Rule[Any]
+    observe: Any  # the rule's bound observe
+    alpha: float | None  # its smoothing
+    stops_alone: bool
+    best: Best
+    ctx: Context  # its context, carrying its best
+
+
 def _judged(
     policy: PolicySpec,
     rules: list[Rule[Any]],
     current: list[dict[str, Any]],
     bests: list[Best | None],
     ctx: Context,
-) -> list[tuple[dict[str, Any], Rule[Any], Any, float | None, bool, Best, Context]]:
-    """What the judging loop needs of each rule that judges the monitored metric, looked up once per call
-    rather than per observation (that loop is the engine's hot path): its wrapper, the rule and its bound
-    ``observe``, its smoothing, whether its stop stands alone, its best and its context."""
+) -> list[_Judge]:
+    """A :class:`_Judge` for each rule that judges the monitored metric, in the rules' order."""
     contexts = {
         id(best): replace(ctx, best=best) for best in {id(b): b for b in bests if b is not None}.values()
     }
     alone = policy.combine == "any"
-    return [
-        (wrapper, rule, rule.observe, rule.params.ema, rule.guard or alone, best, contexts[id(best)])
-        for wrapper, rule, best in zip(current, rules, bests, strict=True)
-        # A rule that has said stop has nothing more to say; a smoothed one stays to keep its average.
-        if best is not None and not (wrapper["stopped"] and rule.params.ema is None)
-    ]
+    return _still_judging(
+        [
+            _Judge(
+                wrapper, rule, rule.observe, rule.params.ema, rule.guard or alone, best, contexts[id(best)]
+            )
+            for wrapper, rule, best in zip(current, rules, bests, strict=True)
+            if best is not None
+        ]
+    )
 
 
-def _quiet(judged: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The entries of :func:`_judged` asked on a plain point (a finite value that moves no raw best): all
-    but the unsmoothed rules that are quiet there (``quiet_on_plain_points``), in the same order."""
-    return [entry for entry in judged if not (entry[1].quiet_on_plain_points and entry[3] is None)]
+def _still_judging(judges: list[_Judge]) -> list[_Judge]:
+    """Without the rules that have said stop (alone or as a vote): they have nothing more to say. A
+    smoothed one stays, to keep its average."""
+    return [judge for judge in judges if not (judge.wrapper["stopped"] and judge.alpha is None)]
+
+
+def _quiet(judges: list[_Judge]) -> list[_Judge]:
+    """The judges asked on a plain point (a finite value that moves no raw best): all but the unsmoothed
+    rules that are quiet there (``quiet_on_plain_points``), in the same order."""
+    return [judge for judge in judges if not (judge.rule.quiet_on_plain_points and judge.alpha is None)]
 
 
 def _vote(verdict: Verdict) -> dict[str, Any]:
@@ -314,7 +334,7 @@ def evaluate(
     plan = ctx.planned_steps
     # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
     # moves when the first rule of its test and smoothing has smoothed the value.
-    raw_bests = list({id(best): best for _, _, _, alpha, _, best, _ in judged if alpha is None}.values())
+    raw_bests = list({id(judge.best): judge.best for judge in judged if judge.alpha is None}.values())
     quiet = _quiet(judged)
     verdicts: list[Verdict] = []
     last_step: int | None = None
@@ -369,7 +389,7 @@ def evaluate(
         if stop_step is not None:
             break
         if voted:  # a vote is a stop that stands: its rule judges no later point
-            judged = [entry for entry in judged if not (entry[0]["stopped"] and entry[3] is None)]
+            judged = _still_judging(judged)
             quiet = _quiet(judged)
     _store_bests(current, bests)
     return Evaluation(current, verdicts, stop_step, last_step)
