@@ -626,6 +626,91 @@ def test_retreat_table(id_, values, planned, step, kind) -> None:
         assert ("shortfall" in stop.evidence) == (kind == "retreat")
 
 
+UNIMPROVED = {**RETREAT, "unimproved_share": 0.05, "rising_t": 2.0, "loss_key": "val_loss"}
+# A cross-entropy best at its first evaluation, then at chance (ln 10) for the rest of its plan (corpus
+# cnn/digits-noisy-loss, seed 0 run 29).
+AT_CHANCE_AFTER_FIRST = [1.818, 2.584, 2.404, 2.353, 2.335, 2.316] + [
+    2.303 + 0.001 * math.sin(i) for i in range(44)
+]
+UNIMPROVED_TABLE = [
+    # Stopped at the plan's floor (30% of 50), keeping the first value.
+    ("at-chance-after-its-first", [UNIMPROVED], AT_CHANCE_AFTER_FIRST, "min", None, 15),
+    # Without the share the default used to let it run to its end: progress 0 gave no bar to judge by.
+    ("without-the-share", [RETREAT], AT_CHANCE_AFTER_FIRST, "min", None, None),
+    # Worse than its first value by less than 5% of it: no stop.
+    (
+        "within-the-share",
+        [UNIMPROVED],
+        [1.0] + [1.03 + 0.001 * (i % 2) for i in range(49)],
+        "min",
+        None,
+        None,
+    ),
+    # Climbing back towards its first value steadily, at a pace that passes it by the planned end: held
+    # (it passes it at step 35, and is then judged as any run that improved).
+    ("climbing-back", [UNIMPROVED], [1.0] + [2.0 - 0.03 * i for i in range(49)], "min", None, None),
+    # An accuracy that fell from its first value and sits there, its validation loss still falling: held.
+    ("loss-still-falls", [UNIMPROVED], [0.5] + [0.3] * 49, "max", [1.1 - 0.01 * i for i in range(50)], None),
+    # The same accuracy with no validation loss: stopped at the floor.
+    ("no-loss", [UNIMPROVED], [0.5] + [0.3] * 49, "max", None, 15),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "rules", "values", "mode", "val_loss", "step"),
+    UNIMPROVED_TABLE,
+    ids=[r[0] for r in UNIMPROVED_TABLE],
+)
+def test_outlook_unimproved_table(id_, rules, values, mode, val_loss, step) -> None:
+    extras = {"val_loss": val_loss} if val_loss else None
+    stop = stop_of(judge(rules, values, mode=mode, extras=extras, ctx=Context(planned_steps=50)))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert stop is not None
+    assert stop.step == step
+    assert stop.best_step == 0
+    assert stop.evidence["first"] == values[0]
+    assert stop.evidence["shortfall"] > stop.evidence["bar"] >= 0.05 * abs(values[0])
+    json.dumps(stop.evidence)
+
+
+def test_outlook_unimproved_says_what_drove_it() -> None:
+    """The sentence names the first value, the shortfall and both bars; the default stops the run the same
+    way, with the plan's floor and the rate's guard as for any retreat."""
+    stop = stop_of(judge([UNIMPROVED], AT_CHANCE_AFTER_FIRST, mode="min", ctx=Context(planned_steps=50)))
+    assert stop is not None
+    assert stop.reason.startswith(
+        "m has not improved on its first value 1.818 (step 0) in 15 evaluations, and its last 6 are worse "
+        "than it by at least 0.484: more than 0.05 of its size and 3x its step-to-step noise (0.000515)"
+    )
+    assert stop.reason.endswith("keep step 0")
+    default = stop_of(
+        judge(
+            DEFAULT_RULES,
+            AT_CHANCE_AFTER_FIRST,
+            mode="min",
+            extras={"val_loss": AT_CHANCE_AFTER_FIRST},
+            ctx=Context(planned_steps=50),
+        )
+    )
+    assert default is not None
+    assert (default.rule, default.step, default.best_step) == ("outlook", 15, 0)
+    rising = {"lr": [0.01 * (i + 1) for i in range(50)]}  # a rate still warming up holds it
+    assert (
+        stop_of(
+            judge(
+                [{**UNIMPROVED, "lr_key": "lr"}],
+                AT_CHANCE_AFTER_FIRST,
+                mode="min",
+                extras=rising,
+                ctx=Context(planned_steps=50),
+            )
+        )
+        is None
+    )
+
+
 def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() -> None:
     values = overfitting_loss(40, 8)
     plan = Context(planned_steps=40)

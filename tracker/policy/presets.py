@@ -127,6 +127,14 @@ from tracker.policy._types import Mode
 # OPDA's 4) +164.4 -> +167.2 / +59.0 -> +60.6, held out seed 2 +47.7 -> +50.7 / -8.5 -> -6.7, seed 3 +90.5 ->
 # +93.3 / +14.6 -> +18.6; no source lower, no worst mean regret moved. default-sweep shares it: every sweep
 # regret unchanged, 0.1 to 0.6 pp more saved on 6 of the 40 corpus sweeps of seeds 0-3, OPDA's unchanged.
+# A run that never improved on its first value is stopped (unimproved_share, added 2026-11-27, a seventeenth
+# session): its progress is 0, so neither the pace nor the retreat (shares of the progress) judged it, and a
+# classifier whose cross-entropy was best at its first evaluation and then sat at chance (ln 10) for the rest
+# of its plan ran to its end, where patience-k stops it. Now, under the plan's floor and the rate's guard,
+# when each of its last 6 values is worse than the first by more than 5% of the first's size (retreat's
+# share) and 3x the step-to-step noise, and neither a validation loss that still falls nor a steady rise
+# back holds it. Corpus seeds 0-1 pooled with OPDA: the 14 margins +188.1 -> +192.4 pp (cnn noisy loss -9.8
+# -> -8.5, digits-loss +29.3 -> +31.3, synthetic-large +4.1 -> +4.6), no source lower, no mean regret moved.
 # The spellings the default reads each companion series under, the first the run has logged winning
 # (tracker.policy._keys; added 2026-11-25): Keras's and hand-written loops' val_loss/train_loss, the README's
 # and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to
@@ -176,6 +184,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "unplanned_evaluations": 16,
         "final_share": 0.1,
         "steady_retreat_t": 5.0,
+        "unimproved_share": 0.05,
         "blind_min_progress": 0.8,
         "blind_early_retreat_t": 15.0,
         "blind_headroom": 0.2,

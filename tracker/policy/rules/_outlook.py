@@ -144,6 +144,15 @@ class OutlookParams(RuleParams):
     that climbs slowly from its low while the run's early fall dwarfs it). Before the plan's floor the early
     retreat asks for it the same way (added 2026-11-27).
 
+    ``unimproved_share`` (off by default; the ``default`` policy sets 0.05): a run whose best is still its
+    first value has made no progress, so neither the pace nor ``retreat`` (both shares of the progress) can
+    judge it; it is stopped when each of its last ``retreat_window`` values is worse than that first value
+    by more than ``unimproved_share`` of its size and ``retreat_noise`` times the step-to-step noise, under
+    the plan's floor, the learning-rate guard and the holds of a validation loss that still falls and of
+    values that rise towards it (``rising_t``). A run that scored best at its first evaluation and then
+    sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
+    it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -175,6 +184,7 @@ class OutlookParams(RuleParams):
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     steady_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
+    unimproved_share: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -287,7 +297,7 @@ class Outlook(Rule[OutlookParams]):
             return None
         progress = abs(best - first)
         if progress == 0.0:
-            return None
+            return self._unimproved(state, obs, ctx, planned, lr) if p.unimproved_share else None
         due = rise = None
         steady = False
         # The latest value within the retreat's share of the best ends the retreat test (most points of a
@@ -367,6 +377,59 @@ class Outlook(Rule[OutlookParams]):
             **(overfit or {}),
         }
         return self._spent(ctx.best, obs, evidence)
+
+    def _unimproved(
+        self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None
+    ) -> Verdict | None:
+        """The stop of a run whose best is still its first value, when each of its last ``retreat_window``
+        values is worse than it by more than ``unimproved_share`` of its size and ``retreat_noise`` times
+        the step-to-step noise, and neither a validation loss that still falls nor a steady rise holds it;
+        else None. The caller has applied the plan's floor and the learning-rate guard."""
+        p = self.params
+        recent, first = state["recent"], state["first"]
+        window = p.retreat_window
+        if len(recent) < window or state["seen"] <= window:
+            return None  # the first value (the best) is among the values asked
+        asked = recent[-window:]
+        shortfall = first - max(asked) if self.mode == "max" else min(asked) - first
+        if shortfall <= p.unimproved_share * abs(first):  # a first value of 0 asks only the noise
+            return None
+        jitter = step_noise(recent)
+        bar = max(p.unimproved_share * abs(first), p.retreat_noise * jitter)
+        if shortfall <= bar:
+            return None
+        loss = None
+        if self._loss_names:
+            name = self._loss_names.read_name(obs.extras)
+            loss = loss_outlook(state, name, obs.step, planned, p.relative_delta)
+        if loss_still_falls(loss):
+            return None
+        rise_t = None
+        if p.rising_t is not None:
+            rise_t, passes_first = self._rise(state, first, 0.0, planned)
+            if passes_first and rise_t >= p.rising_t:
+                return None
+        seen = ctx.best
+        reason = (
+            f"{self.monitor} has not improved on its first value {fmt(first)} (step {seen.step}) in "
+            f"{state['seen'] - 1} evaluations, and its last {window} are worse than it by at least "
+            f"{shortfall:.3g}: more than {p.unimproved_share:g} of its size and {p.retreat_noise:g}x its "
+            f"step-to-step noise ({_noise_said(jitter)}); keep step {seen.step}"
+        )
+        return self.stop(
+            obs,
+            reason=reason,
+            evidence={
+                "first": first,
+                "shortfall": shortfall,
+                "unimproved_share": p.unimproved_share,
+                "retreat_window": window,
+                **self._bars_evidence(jitter, bar, planned, lr, rise_t),
+                **(loss or {}),
+            },
+            best_step=seen.step,
+            best_value=seen.value,
+        )
 
     def _in_final_share(self, declared: int, t: int) -> bool:
         """Whether step ``t`` lies in the last ``final_share`` of the declared plan (where a new best is
@@ -665,6 +728,21 @@ class Outlook(Rule[OutlookParams]):
             return None
         return shortfall, jitter, bar
 
+    def _bars_evidence(
+        self, jitter: float, bar: float, planned: int, lr: float | None, rise_t: float | None
+    ) -> dict[str, Any]:
+        """The evidence a stop by shortfall shares (``retreat``, ``unimproved_share``): the noise and the
+        bar it was read against, the plan, the rate, and the rise that did not hold it."""
+        return {
+            "step_noise": jitter,
+            "retreat_noise": self.params.retreat_noise,
+            "bar": bar,
+            "planned_steps": planned,
+            "lr": lr,
+            "rise_t": _finite(rise_t),
+            "rising_t": self.params.rising_t,
+        }
+
     def _retreat_stop(
         self,
         obs: Observation,
@@ -745,13 +823,7 @@ class Outlook(Rule[OutlookParams]):
                 "retreat": p.retreat,
                 "retreat_window": p.retreat_window,
                 "progress": progress,
-                "step_noise": jitter,
-                "retreat_noise": p.retreat_noise,
-                "bar": bar,
-                "planned_steps": planned,
-                "lr": lr,
-                "rise_t": _finite(rise_t),
-                "rising_t": p.rising_t,
+                **self._bars_evidence(jitter, bar, planned, lr, rise_t),
                 "early_retreat_t": early[0] if early else (p.early_retreat_t if loss is not None else None),
                 "steady_retreat_t": steady,
                 "blind": early[2] if early else blind is not None,
