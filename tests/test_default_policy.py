@@ -675,6 +675,24 @@ def test_outlook_unimproved_table(id_, rules, values, mode, val_loss, step) -> N
     json.dumps(stop.evidence)
 
 
+def test_outlook_unimproved_waits_for_the_rate_whatever_the_training_loss_does() -> None:
+    """A loss blown up by a rate too high after its first value, its training loss falling as it recovers,
+    is held while the cosine rate is above 30% of its peak: a training loss that fell since a best at the
+    first evaluation is recovery, not overfitting (corpus digits-loss, seed 3 run 29: stopped at 14 of 50
+    keeping its first value, it fell to 0.21 as the rate decayed; a regret of 0.077)."""
+    blown_up = [0.515, 0.83, 3.677, 1.081] + [2.0 + 0.2 * math.sin(i) for i in range(20)]
+    values = blown_up + [1.9 * 0.85**i + 0.2 for i in range(26)]
+    rate = [0.05, 0.16] + [0.2757 * (1 + math.cos(math.pi * i / 48)) / 2 for i in range(48)]
+    extras = {"lr": rate, "train_loss": [2.3 * 0.95**i for i in range(50)]}
+    rules = [{**UNIMPROVED, "lr_key": "lr", "lr_fraction": 0.3, "train_key": "train_loss"}]
+    assert stop_of(judge(rules, values, mode="min", extras=extras, ctx=Context(planned_steps=50))) is None
+    # A best that is not the first value keeps the overfitting test: the same run, but its first value 3.0.
+    overfits = [3.0, *values[1:]]
+    stop = stop_of(judge(rules, overfits, mode="min", extras=extras, ctx=Context(planned_steps=50)))
+    assert stop is not None
+    assert "train_fall_since_best" in stop.evidence
+
+
 def test_outlook_unimproved_says_what_drove_it() -> None:
     """The sentence names the first value, the shortfall and both bars; the default stops the run the same
     way, with the plan's floor and the rate's guard as for any retreat."""

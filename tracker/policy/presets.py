@@ -130,11 +130,15 @@ from tracker.policy._types import Mode
 # A run that never improved on its first value is stopped (unimproved_share, added 2026-11-27, a seventeenth
 # session): its progress is 0, so neither the pace nor the retreat (shares of the progress) judged it, and a
 # classifier whose cross-entropy was best at its first evaluation and then sat at chance (ln 10) for the rest
-# of its plan ran to its end, where patience-k stops it. Now, under the plan's floor and the rate's guard,
-# when each of its last 6 values is worse than the first by more than 5% of the first's size (retreat's
-# share) and 3x the step-to-step noise, and neither a validation loss that still falls nor a steady rise
-# back holds it. Corpus seeds 0-1 pooled with OPDA: the 14 margins +188.1 -> +192.4 pp (cnn noisy loss -9.8
-# -> -8.5, digits-loss +29.3 -> +31.3, synthetic-large +4.1 -> +4.6), no source lower, no mean regret moved.
+# of its plan ran to its end, where patience-k stops it. Now, under the plan's floor and the rate's guard
+# (which a falling training loss does not lift here: with the best at the first value that is recovery, not
+# overfitting), when each of its last 6 values is worse than the first by more than 5% of the first's size
+# (retreat's share) and 3x the step-to-step noise, and neither a validation loss that still falls nor a
+# steady rise back holds it. Sum of the 10 corpus margins, every series / the watched metric alone (corpus
+# regenerated this session): seed 0 +61.2 -> +65.0 / +49.6 -> +50.5, seed 1 +112.8 -> +117.4 / +16.4 ->
+# +17.9, seed 2 +72.3 -> +74.8 / +14.5 -> +15.0, seed 3 +88.1 -> +90.1 / +37.2 -> +37.7; OPDA AlexNet +24.9
+# -> +25.0, the rest unchanged; no source lower, no worst mean regret moved. Seed 3 showed the guard's gap
+# (digits-loss run 29: stopped at 14 of 50, regret 0.077), so seeds 2-3 are not held out for that fix.
 # The spellings the default reads each companion series under, the first the run has logged winning
 # (tracker.policy._keys; added 2026-11-25): Keras's and hand-written loops' val_loss/train_loss, the README's
 # and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to

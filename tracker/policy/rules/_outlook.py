@@ -148,8 +148,10 @@ class OutlookParams(RuleParams):
     first value has made no progress, so neither the pace nor ``retreat`` (both shares of the progress) can
     judge it; it is stopped when each of its last ``retreat_window`` values is worse than that first value
     by more than ``unimproved_share`` of its size and ``retreat_noise`` times the step-to-step noise, under
-    the plan's floor, the learning-rate guard and the holds of a validation loss that still falls and of
-    values that rise towards it (``rising_t``). A run that scored best at its first evaluation and then
+    the plan's floor, the learning-rate guard (which ``train_key``'s overfitting test does not lift here: a
+    training loss that fell since a best at the first evaluation is a run recovering from a rate too high,
+    not one that overfits) and the holds of a validation loss that still falls and of values that rise
+    towards it (``rising_t``). A run that scored best at its first evaluation and then
     sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
     it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
 
@@ -297,7 +299,13 @@ class Outlook(Rule[OutlookParams]):
             return None
         progress = abs(best - first)
         if progress == 0.0:
-            return self._unimproved(state, obs, ctx, planned, lr) if p.unimproved_share else None
+            # A schedule still to come holds a run that never improved, overfitting or not: with its best at
+            # its first evaluation, a training loss that fell since then says it learns, not that it
+            # overfits (a rate too high blew the loss up after its first value; it fell below it as the
+            # rate decayed).
+            if p.unimproved_share is None or overfit is not None:
+                return None
+            return self._unimproved(state, obs, ctx, planned, lr)
         due = rise = None
         steady = False
         # The latest value within the retreat's share of the best ends the retreat test (most points of a
