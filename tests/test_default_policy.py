@@ -714,6 +714,14 @@ def test_outlook_unimproved_says_what_drove_it() -> None:
     )
     assert default is not None
     assert (default.rule, default.step, default.best_step) == ("outlook", 15, 0)
+    # A validation loss logged beside an accuracy that holds nothing back is said, as for any stop.
+    accuracy, loss_up = [0.5] + [0.3] * 49, [1.1 + 0.01 * i for i in range(50)]
+    beside = stop_of(
+        judge([UNIMPROVED], accuracy, extras={"val_loss": loss_up}, ctx=Context(planned_steps=50))
+    )
+    assert beside is not None
+    assert beside.reason.endswith("; val_loss has not fallen below its first value 1.1; keep step 0")
+    assert beside.evidence["loss_key"] == "val_loss"
     rising = {"lr": [0.01 * (i + 1) for i in range(50)]}  # a rate still warming up holds it
     assert (
         stop_of(

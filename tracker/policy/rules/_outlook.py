@@ -422,8 +422,13 @@ class Outlook(Rule[OutlookParams]):
             f"{self.monitor} has not improved on its first value {fmt(first)} (step {seen.step}) in "
             f"{state['seen'] - 1} evaluations, and its last {window} are worse than it by at least "
             f"{shortfall:.3g}: more than {p.unimproved_share:g} of its size and {p.retreat_noise:g}x its "
-            f"step-to-step noise ({_noise_said(jitter)}); keep step {seen.step}"
+            f"step-to-step noise ({_noise_said(jitter)}); "
         )
+        # Why a validation loss logged beside the monitor held nothing back; the monitor read as its own
+        # validation loss (a minimised loss) is what the clause above says.
+        if loss is not None and loss["loss_key"] != self.monitor:
+            reason += loss_said(loss, p.relative_delta)
+        reason += f"keep step {seen.step}"
         return self.stop(
             obs,
             reason=reason,
