@@ -235,6 +235,19 @@ def test_the_benchmarks_ceiling_and_interval(opda_slice: Path) -> None:
     assert low == high == margin(outcome(one, [stop] * 10, "max"), frontier)
 
 
+def test_a_negative_regret_is_no_saving_over_the_frontier() -> None:
+    """A policy whose kept checkpoints scored better on the held-out split than the full runs' bests (mean
+    regret below 0) is compared with the frontier at regret 0, not credited its whole saving because no
+    patience-k point reached its regret; the frontier's own lucky points count at 0 too."""
+    from tests.benchmarks._frontier import Point, margin, saved_at
+
+    frontier = [Point(0.6, 0.002), Point(0.3, 0.0), Point(0.2, -0.001)]
+    assert saved_at(frontier, -0.002) == saved_at(frontier, 0.0) == 0.3
+    assert margin(Point(0.4, -0.002), frontier) == pytest.approx(0.1)  # was 0.4
+    assert margin(Point(0.4, 0.001), frontier) == pytest.approx(0.4 - 0.45)  # halfway to (0.6, 0.002)
+    assert saved_at([Point(0.5, -0.001)], 0.0) == 0.5  # a lucky point alone is the frontier at 0
+
+
 def test_the_sweep_benchmarks_ceiling_finds_the_best_run_and_bounds_every_sweep(opda_slice: Path) -> None:
     """The clairvoyant sweep (every run at its first checkpoint but the best-scoring one, at its watched
     best) has no sweep regret, and no stopping at checkpoints that finds the best run saves more: neither

@@ -86,8 +86,15 @@ def patience_frontier(
 
 def saved_at(frontier: Sequence[Point], regret: float) -> float:
     """What the frontier saves at ``regret``: linear between its Pareto points (and the origin, k = inf),
-    flat past the last one."""
-    points = sorted([Point(0.0, 0.0), *frontier], key=lambda p: (p.regret, -p.saved))
+    flat past the last one. Regrets below 0 count as 0, the frontier's and the one asked about alike: a
+    kept checkpoint that scores better on the held-out split than the full run's best did is luck of that
+    split, not a saving (without this, a policy whose mean regret fell below every patience-k point's was
+    credited its whole saving, as nothing on the frontier reached its regret)."""
+    regret = max(regret, 0.0)
+    points = sorted(
+        [Point(0.0, 0.0), *(Point(p.saved, max(p.regret, 0.0)) for p in frontier)],
+        key=lambda p: (p.regret, -p.saved),
+    )
     pareto: list[Point] = []
     for p in points:
         if not pareto or p.saved > pareto[-1].saved:
