@@ -58,7 +58,9 @@ def optuna_stops(source: Source, make_pruner: Callable[[], Any]) -> list[int]:
     import optuna
 
     direction = "maximize" if source.mode == "max" else "minimize"
-    study = optuna.create_study(direction=direction, pruner=make_pruner())
+    # A fixed name: HyperbandPruner assigns each trial its bracket by a hash of the study's name, which
+    # Optuna otherwise draws at random, so the same sweep pruned differently from one run to the next.
+    study = optuna.create_study(direction=direction, pruner=make_pruner(), study_name=f"sweep {source.name}")
     stops = []
     for curve in source.curves:
         trial = study.ask()
