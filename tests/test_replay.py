@@ -264,6 +264,19 @@ def test_the_sweep_benchmarks_optuna_side_is_the_same_from_run_to_run(opda_slice
         assert any(stop < len(c.steps) - 1 for stop, c in zip(first, source.curves, strict=True))
 
 
+def test_a_negative_sweep_regret_is_compared_at_zero() -> None:
+    """The sweep benchmark reads a negative sweep regret as 0, its own and the others' alike: a policy at
+    -0.0033 is compared with what saves most at regret 0 or below, not found ahead of an empty set."""
+    from tests.benchmarks.bench_sweep import front_saved_at, no_larger_regret
+
+    assert no_larger_regret(0.0, -0.0033)
+    assert no_larger_regret(-0.01, -0.0033)
+    assert not no_larger_regret(0.001, -0.0033)
+    assert no_larger_regret(0.001, 0.002)
+    assert front_saved_at([(0.5, 0.0), (0.2, -0.01), (0.9, 0.02)], -0.02) == 0.5  # was 0.0
+    assert front_saved_at([(0.9, 0.02)], 0.0) == 0.0
+
+
 def test_the_sweep_benchmarks_ceiling_finds_the_best_run_and_bounds_every_sweep(opda_slice: Path) -> None:
     """The clairvoyant sweep (every run at its first checkpoint but the best-scoring one, at its watched
     best) has no sweep regret, and no stopping at checkpoints that finds the best run saves more: neither
