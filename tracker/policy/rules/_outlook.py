@@ -332,9 +332,7 @@ class Outlook(Rule[OutlookParams]):
         if due is None and spent is None:
             return None
         # A stop is due. The holds cost more than the tests above, so they are asked only now.
-        loss = None
-        if self._loss_names:
-            loss = loss_outlook(state, self._loss_names.read_name(obs.extras), t, planned, p.relative_delta)
+        loss = self._loss_outlook(state, obs, planned)
         held_by_loss = loss_still_falls(loss)
         if held_by_loss:
             # Learning, whatever the metric shows; unless the metric has left its best steadily (by
@@ -406,10 +404,7 @@ class Outlook(Rule[OutlookParams]):
         bar = max(p.unimproved_share * abs(first), p.retreat_noise * jitter)
         if shortfall <= bar:
             return None
-        loss = None
-        if self._loss_names:
-            name = self._loss_names.read_name(obs.extras)
-            loss = loss_outlook(state, name, obs.step, planned, p.relative_delta)
+        loss = self._loss_outlook(state, obs, planned)
         if loss_still_falls(loss):
             return None
         rise_t = None
@@ -443,6 +438,14 @@ class Outlook(Rule[OutlookParams]):
             best_step=seen.step,
             best_value=seen.value,
         )
+
+    def _loss_outlook(self, state: State, obs: Observation, planned: int) -> dict[str, Any] | None:
+        """The logged validation loss's own outlook at ``obs`` (see :func:`loss_outlook`), or None when
+        ``loss_key`` is off or the run has not logged it."""
+        if not self._loss_names:
+            return None
+        name = self._loss_names.read_name(obs.extras)
+        return loss_outlook(state, name, obs.step, planned, self.params.relative_delta)
 
     def _in_final_share(self, declared: int, t: int) -> bool:
         """Whether step ``t`` lies in the last ``final_share`` of the declared plan (where a new best is
