@@ -13,18 +13,27 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-from scipy import stats
+
+def _scipy_stats() -> Any:
+    """``scipy.stats``, imported on first use. Importing it takes over a second (1.2 s of the 1.8 s that
+    ``plateau replay`` spent importing, on a slow host), every ``plateau`` command and tracker start-up
+    imports this module through the rules' registry, and the default policies never call it: only the
+    statistical tests below do."""
+    from scipy import stats
+
+    return stats
 
 
 @lru_cache(maxsize=512)
 def t_quantile(q: float, df: int) -> float:
-    return float(stats.t.ppf(q, df))
+    return float(_scipy_stats().t.ppf(q, df))
 
 
 @lru_cache(maxsize=64)
 def z_quantile(q: float) -> float:
-    return float(stats.norm.ppf(q))
+    return float(_scipy_stats().norm.ppf(q))
 
 
 # Values beyond this size are brought down by a power of two before any statistic is computed: squares and
@@ -136,8 +145,9 @@ def tost_p(tr: Trend, delta: float) -> float:
         return 0.0 if abs(tr.slope) < delta else 1.0
     if not math.isfinite(tr.se):
         return 1.0
-    p_low = 1 - float(stats.t.cdf((tr.slope + delta) / tr.se, tr.df))
-    p_high = 1 - float(stats.t.cdf((delta - tr.slope) / tr.se, tr.df))
+    t_cdf = _scipy_stats().t.cdf
+    p_low = 1 - float(t_cdf((tr.slope + delta) / tr.se, tr.df))
+    p_high = 1 - float(t_cdf((delta - tr.slope) / tr.se, tr.df))
     return max(p_low, p_high)
 
 
@@ -146,7 +156,7 @@ def one_sided_p(tr: Trend, *, positive: bool) -> float:
     if tr.se == 0 or not math.isfinite(tr.se):
         return 0.0 if (tr.slope > 0) == positive and tr.slope != 0 else 1.0
     t = tr.slope / tr.se
-    return 1 - float(stats.t.cdf(t if positive else -t, tr.df))
+    return 1 - float(_scipy_stats().t.cdf(t if positive else -t, tr.df))
 
 
 @dataclass(frozen=True)
@@ -183,7 +193,7 @@ def mann_kendall(xs: Sequence[float], ys: Sequence[float], *, alpha: float) -> M
         z = 0.0
     else:
         z = (s - 1) / math.sqrt(var_s) if s > 0 else (s + 1) / math.sqrt(var_s) if s < 0 else 0.0
-    p = 2 * (1 - float(stats.norm.cdf(abs(z))))
+    p = 2 * (1 - float(_scipy_stats().norm.cdf(abs(z))))
     slopes.sort()
     count = len(slopes)
     if count == 0:
