@@ -43,7 +43,10 @@ def test_a_loss_growing_to_1e300_is_stopped_by_the_default_policy_and_every_poin
         answers.append(response.json())
     stops = [d for answer in answers for d in answer["decisions"] if d["action"] == "stop"]
     assert [s["rule"] for s in stops] == ["divergence"]
-    assert stops[0]["step"] == 1  # 1e20, ten times the run's scale (1) past its best
+    # 1e20 and 1e40: two evaluations in a row more than ten times the run's scale (1) past its best, the
+    # second no better (the default confirms a divergence since 2026-11-28: a spike that falls back is
+    # recovering).
+    assert stops[0]["step"] == 2
     assert stops[0]["best_step"] == 0
     assert [p["value"] for p in history(client, run["id"], "val/loss")] == values
 

@@ -1705,3 +1705,157 @@ def test_a_retreat_on_exactly_even_steps_is_said_in_words() -> None:
     assert "standard errors of its slope, at least 5" in stop.reason
     assert "exactly even steps" not in stop.reason
     assert "exact line" not in stop.reason
+
+
+# A run at chance on 30 samples (iris at 1/3) that scored one evaluation above where it started, then sat
+# back there; the same with two such evaluations; an MNLI-like fine metric that reached 0.60 once and fell to
+# the class shares. (id, values, min_climb, expected (step, kind)).
+BLIP_TABLE = [
+    (
+        "coarse-blip-is-a-collapse-without-min-climb",
+        coarse([10] * 5 + [12] + [10] * 34),
+        1,
+        (13, "collapsed"),
+    ),
+    # One evaluation above the first value on a coarse metric is no climb: judged as stuck, from half the
+    # plan.
+    ("coarse-blip-is-stuck", coarse([10] * 5 + [12] + [10] * 34), 2, (20, "stuck")),
+    ("coarse-two-evaluations-climbed", coarse([10] * 5 + [12, 12] + [10] * 33), 2, (14, "collapsed")),
+    # On a fine metric one evaluation well above chance is a model that learned, then predicted one class.
+    (
+        "fine-blip-is-a-collapse",
+        [0.3182] * 3 + [0.6012] + [0.3182, 0.3274, 0.3545] * 12,
+        2,
+        (11, "collapsed"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "min_climb", "expected"), BLIP_TABLE, ids=[r[0] for r in BLIP_TABLE]
+)
+def test_degenerate_min_climb_table(id_, values, min_climb, expected) -> None:
+    stop = stop_of(judge([{**DEGENERATE, "min_climb": min_climb}], values, ctx=Context(planned_steps=40)))
+    assert (stop.step, stop.evidence["kind"]) == expected, stop.reason
+    assert stop.evidence["min_climb"] == min_climb
+    if expected[1] == "stuck" and min_climb > 1:
+        assert stop.evidence["above_first"] == 1
+        assert "at only 1 evaluation(s)" in stop.reason
+        assert "no climb to collapse from" in stop.reason
+    json.dumps(stop.evidence)
+
+
+# Corpus seed 5's iris run (30 validation samples, a constant rate it logged): 25 of its first 26 evaluations
+# at 1/3, its 6th at 0.4, its validation loss drifting down by less than 0.5% of its first value (not yet
+# learning) until its 14th; from its 27th it climbed to 0.93.
+IRIS_BLIP = coarse([10] * 5 + [12] + [10] * 20 + [12, 14, 17, 20, 20, 20] + [24, 26, 28] + [28] * 45)
+IRIS_LOSS = [1.099, 1.098, 1.097, 1.097, 1.096, 1.095, 1.095, 1.094, 1.094, 1.094, 1.095, 1.095, 1.095, 1.095]
+IRIS_LOSS += [1.094, 1.094, 1.093, 1.091, 1.089, 1.085, 1.082, 1.077, 1.071, 1.064, 1.056, 1.046, 1.035]
+IRIS_LOSS += [1.022, 1.008, 0.9924, 0.9743, 0.9535] + [0.95 - 0.01 * i for i in range(48)]
+
+
+@pytest.mark.parametrize(("min_climb", "stop_step"), [(1, 13), (2, None)])
+def test_the_default_asks_a_coarse_collapse_for_two_evaluations_above_the_start(min_climb, stop_step) -> None:
+    """Stopped as collapsed at its 14th evaluation (regret 0.578) before min_climb; now judged as stuck, it
+    waits for 40% of its plan, and climbs first."""
+    assert {r["rule"]: r for r in DEFAULT_RULES}["degenerate"]["min_climb"] == 2
+    assert len(IRIS_BLIP) == len(IRIS_LOSS) == 80
+    rules = _with_params(DEFAULT_RULES, "degenerate", min_climb=min_climb)
+    extras = {"lr": [0.0591] * 80, "val_loss": IRIS_LOSS}
+    stop = stop_of(judge(rules, IRIS_BLIP, extras=extras, ctx=Context(planned_steps=80), monitor="val"))
+    assert (
+        (stop.step, stop.rule) == (stop_step, "degenerate") if stop_step else stop is None or stop.step > 35
+    )
+
+
+# A 10-class CNN near chance on 360 samples (corpus seed 6, cnn/digits): its accuracy peaks at 0.153 at step
+# 6 (progress 0.044 from its first value) and wanders down 12 samples, steadily (11 standard errors of its
+# slope), while its validation loss still falls; it reached 0.9.
+NEAR_CHANCE = [k / 360 for k in [39, 39, 40, 41, 44, 46, 55, 53, 52, 50, 46, 44, 44, 43, 39, 38, 36, 36, 36]]
+NEAR_CHANCE += [k / 360 for k in [37, 37, 40, 42, 43, 49, 58, 61, 70, 78, 86, 92, 101]]
+NEAR_CHANCE += [min(0.9, (101 + 8 * i) / 360) for i in range(1, 49)]
+FALLING_LOSS = [2.311 - 0.03 * math.log(1 + i) for i in range(80)]
+TURNED_LOSS = [2.3 - 0.02 * i for i in range(7)] + [2.18 + 0.01 * i for i in range(73)]
+
+
+@pytest.mark.parametrize(
+    ("id_", "extras", "hold", "step"),
+    [
+        # Its progress within 3x the spread of its last 8 values: a retreat within its own jitter is held
+        # while the loss falls, before the plan's floor as after it.
+        ("loss-falls-held", {"val_loss": FALLING_LOSS}, True, None),
+        ("loss-falls-without-the-hold", {"val_loss": FALLING_LOSS}, False, 13),
+        # Nothing to hold it: no loss logged (a constant rate, so the run is not blind), or a loss that
+        # has turned back up.
+        ("no-loss", {"lr": [0.01] * 80}, True, 13),
+        ("loss-turned-up", {"val_loss": TURNED_LOSS}, True, 13),
+    ],
+)
+def test_a_retreat_within_the_runs_jitter_is_held_while_its_loss_falls(id_, extras, hold, step) -> None:
+    rules = _with_params(DEFAULT_RULES, "outlook", loss_holds_jitter=hold)
+    stop = stop_of(judge(rules, NEAR_CHANCE, extras=extras, ctx=Context(planned_steps=80)))
+    assert (stop.step if stop else None) == step, stop and stop.reason
+    if stop is not None:
+        assert stop.evidence["progress"] == pytest.approx(0.0444, abs=1e-4)
+
+
+def test_the_default_holds_a_retreat_within_the_runs_jitter_while_its_loss_falls() -> None:
+    """A run that learned (synthetic-large, whose steady fall overrides its falling loss) is left to that
+    override: tests.test_default_policy's test of it runs under the same default."""
+    assert {r["rule"]: r for r in DEFAULT_RULES}["outlook"]["loss_holds_jitter"] is True
+    stop = stop_of(
+        judge(DEFAULT_RULES, NEAR_CHANCE, extras={"val_loss": FALLING_LOSS}, ctx=Context(planned_steps=80))
+    )
+    assert stop is None, stop.reason
+
+
+def _with_params(rules, name, **changes):
+    return [{**r, **changes} if r["rule"] == name else dict(r) for r in rules]
+
+
+# A loss in mode min: (id, values, confirm, expected stop step).
+SPIKE = [1.982, 0.629, 0.5835, 47.59, 14.92, 4.73, 4.43, 1.852, 1.687, 0.7731, 0.6497, 0.413, 0.3488, 0.3438]
+DIVERGENCE_CONFIRM_TABLE = [
+    # A spike at a high rate that falls back at once (corpus seed 6, digits MLP under SGD at 0.31).
+    ("spike-at-once", SPIKE, 1, 3),
+    ("spike-recovers", SPIKE, 2, None),
+    # Exploding: stopped one evaluation later.
+    ("explodes", [2.0, 1.0, 0.6, 47.0, 90.0, 200.0], 2, 4),
+    # Out past the bound, better once, then no better: the streak restarts at the better value.
+    ("stays-out", [2.0, 1.0, 0.6, 47.0, 40.0, 45.0], 2, 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "confirm", "step"),
+    DIVERGENCE_CONFIRM_TABLE,
+    ids=[r[0] for r in DIVERGENCE_CONFIRM_TABLE],
+)
+def test_divergence_confirm_table(id_, values, confirm, step) -> None:
+    rule = {"rule": "divergence", "run_factor": 10.0, "confirm": confirm}
+    stop = stop_of(judge([rule], values, mode="min"))
+    assert (stop.step if stop else None) == step, stop and stop.reason
+    if stop is not None:
+        assert stop.evidence["confirm"] == confirm
+        assert stop.best_value in (0.6, 0.5835)
+        assert ("in a row" in stop.reason) == (confirm > 1)
+
+
+def test_the_default_confirms_a_divergence() -> None:
+    assert {r["rule"]: r for r in DEFAULT_RULES}["divergence"]["confirm"] == 2
+
+
+def test_a_divergence_state_stored_before_confirm_continues() -> None:
+    """States stored before ``confirm`` kept only ``first``: the streak starts from nothing, so the run is
+    stopped at its second evaluation in a row past the bound, as a fresh state stops it."""
+    rule = {"rule": "divergence", "run_factor": 10.0, "confirm": 2}
+    policy = PolicySpec.model_validate({"monitor": "m", "mode": "min", "rules": [rule]})
+    values = [2.0, 1.0, 0.6, 47.0, 90.0, 200.0]
+    observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
+    early = evaluate(policy, initial_states(policy), observations[:3], Context())
+    stored = json.loads(json.dumps(early.states))
+    old = json.loads(json.dumps(stored))
+    del old[0]["s"]["past"], old[0]["s"]["streak"]
+    today = evaluate(policy, stored, observations[3:], Context())
+    before = evaluate(policy, old, observations[3:], Context())
+    assert today.stop_step == before.stop_step == 4

@@ -33,6 +33,7 @@ class _SoFar(NamedTuple):
     rate_held: bool  # a logged learning rate that has never fallen below its peak
     rate_seen: bool  # a learning rate has been logged
     first: float | None  # the run's first finite value (None in a state stored before it was kept)
+    above_first: int  # evaluations that scored better than the first value
 
 
 class DegenerateParams(RuleParams):
@@ -92,6 +93,14 @@ class DegenerateParams(RuleParams):
     logged the warm-up guard sees that. The fine window's collapse (a constant prediction on a fine metric)
     is not held (added 2026-11-26).
 
+    ``min_climb`` (1 by default; the ``default`` policy sets 2): on a coarse metric, a window back at or
+    below the run's first value is a collapse only when at least that many evaluations scored above the first
+    value; after fewer, it is judged as *stuck* (so from ``stuck_progress`` of the plan). A run at chance on a
+    small validation set can score one lucky evaluation above it: an iris run at 1/3 for 25 of its first 26
+    evaluations (0.4 at its 6th) was stopped as collapsed at its 14th and reached 0.93 from its 27th. A fine
+    metric keeps the old reading: one evaluation well above chance there is a model that learned (MNLI runs
+    that reach 0.6 once and then predict one class). Added 2026-11-28.
+
     ``fine_in_warmup`` (off by default; the ``default`` policy sets it): the fine window's collapse is judged
     while a logged learning rate still rises (``warmup`` and ``min_progress`` still hold it). A run that
     learned and then fell to a constant prediction on a fine metric, below anything it scored before
@@ -122,6 +131,9 @@ class DegenerateParams(RuleParams):
     )
     unscheduled_stuck_progress: float | None = Field(
         default=None, ge=0.0, le=1.0, description="stuck_progress while no learning rate is logged"
+    )
+    min_climb: int = Field(
+        default=1, ge=1, le=100, description="evaluations above the first value a collapse must follow"
     )
     fine_in_warmup: bool = Field(
         default=False, description="judge the fine window's collapse while the logged rate still rises"
@@ -179,6 +191,10 @@ class Degenerate(Rule[DegenerateParams]):
         state["worst"], state["seen"] = worst, seen
         if seen == 1:
             state["first"] = value
+        elif p.min_climb > 1:
+            first = state.get("first")
+            if first is not None and (value > first if self.mode == "max" else value < first):
+                state["above_first"] = state.get("above_first", 0) + 1
         ys = state["ys"]
         ys.append(value)
         fine_window = p.fine_window
@@ -223,7 +239,18 @@ class Degenerate(Rule[DegenerateParams]):
         if not repeats and not (since_best >= len(short) == p.fine_window and len(set(short)) < len(short)):
             return state, None
         held = bool(self._lr_names) and lr_held_at_peak(state)
-        run = _SoFar(best, worst, obs, ctx, seen, since_best, held, lr_seen(state), state.get("first"))
+        run = _SoFar(
+            best,
+            worst,
+            obs,
+            ctx,
+            seen,
+            since_best,
+            held,
+            lr_seen(state),
+            state.get("first"),
+            state.get("above_first", 0),
+        )
         kind, fine_step = None, None
         if repeats:
             kind = self._kind(window, run)
@@ -252,6 +279,13 @@ class Degenerate(Rule[DegenerateParams]):
             f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
             if kind == "collapsed"
             else "and it has never moved beyond them: the model is not learning"
+            if not self._blip_above_start(ys, run)
+            else (
+                f"and it has moved beyond them at only {run.above_first} evaluation(s) (best "
+                f"{fmt(best)}, step {best_step}), fewer than {p.min_climb}: on a metric this coarse that is "
+                "no climb to collapse from, "
+                "the model is not learning"
+            )
         )
         verdict = self.stop(
             obs,
@@ -271,6 +305,8 @@ class Degenerate(Rule[DegenerateParams]):
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
+                "min_climb": p.min_climb,
+                "above_first": run.above_first,
                 "stuck_progress": self._stuck_share(lr_seen(state)),
                 "planned_steps": ctx.planned_steps,
                 "rate_rising": rising,
@@ -311,7 +347,7 @@ class Degenerate(Rule[DegenerateParams]):
         """``collapsed``, ``stuck`` or None (a plateau the run climbed to, a run still setting new bests,
         or too early to tell)."""
         p = self.params
-        best, worst, obs, ctx, seen, since_best, rate_held, rate_seen, first = run
+        best, worst, obs, ctx, seen, since_best, rate_held, rate_seen, first, _ = run
         covered = abs(best - worst)
         spread = max(ys) - min(ys)
         top = max(ys) if self.mode == "max" else min(ys)
@@ -320,11 +356,14 @@ class Degenerate(Rule[DegenerateParams]):
             # dip of a step or two is noise, not a collapse.
             below_best = abs(best - top)
             if below_best >= p.collapse_fraction * covered and below_best > 2 * spread:
-                return "collapsed"
+                if not self._blip_above_start(ys, run):
+                    return "collapsed"
+                # Back at or below where it started after a single evaluation above it: no climb to
+                # collapse from, so judged as stuck (below).
             # Not fallen from a best it climbed to: a run whose best is no further from its first value than
             # the window's spread has never moved beyond where it started, though its range holds a value
             # this window lacks (at chance on 2,000 samples: 0.2510 first, 0.2485 once); judged as stuck.
-            if first is None or abs(best - first) > spread:
+            elif first is None or abs(best - first) > spread:
                 return None
         if since_best < p.window:  # a new best inside the window: still moving, however coarsely
             return None
@@ -336,6 +375,20 @@ class Degenerate(Rule[DegenerateParams]):
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= share * ctx.planned_steps else None
+
+    def _blip_above_start(self, ys: list[float], run: _SoFar) -> bool:
+        """Whether a window on a coarse metric whose best is back at or below the run's first value follows
+        fewer than ``min_climb`` evaluations above that first value: a lucky evaluation or two of a run at
+        chance on a small validation set (iris at 1/3 for 25 of its first 26 evaluations, 0.4 at its 6th) is
+        no climb to collapse from. On a fine metric one evaluation well above chance is a model that
+        learned (MNLI runs that reach 0.6 once, then predict one class)."""
+        first, need = run.first, self.params.min_climb
+        if need <= 1 or first is None or run.above_first >= need:
+            return False
+        top = max(ys) if self.mode == "max" else min(ys)
+        if top > first if self.mode == "max" else top < first:
+            return False
+        return self._fine(ys, run.best, run.worst) is None
 
     def _collapse_waits(self, run: _SoFar) -> bool:
         """Whether a collapse seen over the long window (a coarse metric's) is too early to judge: no

@@ -155,6 +155,14 @@ class OutlookParams(RuleParams):
     sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
     it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
 
+    ``loss_holds_jitter`` (off by default; the ``default`` policy sets it): a retreat from a best the run
+    has not moved beyond its own jitter (its progress within ``learned_spread`` times the spread of its last
+    8 values, the bar under which the pace is not judged at all) is held while a validation loss
+    (``loss_key``) still falls, before the plan's floor as after it, and neither a steady retreat nor
+    ``STEADY_STEPS`` of the metric's own steps lifts that hold. A 10-class CNN near chance (0.108 to a best of
+    0.153 on 360 samples) wandered back down 12 samples, as steadily as a fine metric falls, while its loss
+    still fell; it was stopped at 13 of 80 evaluations and would have reached 0.9 (added 2026-11-28).
+
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
     doubling to show it): each of the last ``retreat_window`` evaluations falls short of the best by more
@@ -187,6 +195,7 @@ class OutlookParams(RuleParams):
     final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     steady_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unimproved_share: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
+    loss_holds_jitter: bool = False
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
@@ -340,7 +349,7 @@ class Outlook(Rule[OutlookParams]):
             # model whose accuracy on a large set falls while its loss still falls (more confident, less
             # often right). A small set's accuracy can step down a few samples as steadily and climb back
             # while its loss falls (boosted trees on 120 samples): that is held.
-            if due is None or p.early_retreat_t is None:
+            if due is None or p.early_retreat_t is None or self._within_jitter(state, progress):
                 return None
             rise = rise or self._rise(state, best, progress, planned)
             if rise[0] > -p.early_retreat_t or due[0] < STEADY_STEPS * share_resolution(
@@ -446,6 +455,15 @@ class Outlook(Rule[OutlookParams]):
             return None
         name = self._loss_names.read_name(obs.extras)
         return loss_outlook(state, name, obs.step, planned, self.params.relative_delta)
+
+    def _within_jitter(self, state: State, progress: float) -> bool:
+        """Whether ``loss_holds_jitter`` is set and the run's progress is within ``learned_spread`` times
+        the spread of its last 8 values: no more than it wanders, so a retreat from that best is no
+        evidence against a validation loss that still falls."""
+        if not self.params.loss_holds_jitter:
+            return False
+        recent = state["recent"]
+        return bool(progress <= self.params.learned_spread * (max(recent) - min(recent)))
 
     def _in_final_share(self, declared: int, t: int) -> bool:
         """Whether step ``t`` lies in the last ``final_share`` of the declared plan (where a new best is
@@ -657,6 +675,8 @@ class Outlook(Rule[OutlookParams]):
         if due is None:
             return None
         if lr is not None and self._schedule_pending(state, lr):
+            return None
+        if self._within_jitter(state, progress) and loss_still_falls(self._loss_outlook(state, obs, planned)):
             return None
         if rise_t is None:
             rise_t, _ = self._rise(state, best, progress, planned)
