@@ -1707,42 +1707,50 @@ def test_a_retreat_on_exactly_even_steps_is_said_in_words() -> None:
     assert "exact line" not in stop.reason
 
 
-# A run at chance on 30 samples (iris at 1/3) that scored one evaluation above where it started, then sat
-# back there; the same with two such evaluations; an MNLI-like fine metric that reached 0.60 once and fell to
-# the class shares. (id, values, min_climb, expected (step, kind)).
-BLIP_TABLE = [
-    (
-        "coarse-blip-is-a-collapse-without-min-climb",
-        coarse([10] * 5 + [12] + [10] * 34),
-        1,
-        (13, "collapsed"),
-    ),
-    # One evaluation above the first value on a coarse metric is no climb: judged as stuck, from half the
-    # plan.
-    ("coarse-blip-is-stuck", coarse([10] * 5 + [12] + [10] * 34), 2, (20, "stuck")),
-    ("coarse-two-evaluations-climbed", coarse([10] * 5 + [12, 12] + [10] * 33), 2, (14, "collapsed")),
+# Collapses on a coarse metric, by how long the run held its best: (id, values, min_held, expected (step,
+# kind)). Steps of 1/30.
+HELD_TABLE = [
+    # At chance (iris at 1/3), one evaluation above, then back there for good.
+    ("lucky-best-collapses-without-min-held", coarse([10] * 5 + [12] + [10] * 34), 1, (13, "collapsed")),
+    # A best scored once, nothing since in the upper half of the range: no level to collapse from, so
+    # judged as stuck, from half the plan.
+    ("lucky-best-is-stuck", coarse([10] * 5 + [12] + [10] * 34), 2, (20, "stuck")),
+    # The same above the first value (wine at 0.39 after 0.33, one 0.5).
+    ("lucky-best-above-the-start-is-stuck", coarse([10] * 4 + [12, 15] + [12] * 34), 2, (20, "stuck")),
+    # Held for two evaluations: a level, and the fall from it a collapse.
+    ("held-twice-collapses", coarse([10] * 5 + [12, 12] + [10] * 33), 2, (14, "collapsed")),
+    # A climb that collapses right after its best: the value before the best was in the upper half too.
+    ("climbed-then-collapsed", coarse([10, 14, 18, 22, 26] + [10] * 35), 2, (12, "collapsed")),
     # On a fine metric one evaluation well above chance is a model that learned, then predicted one class.
-    (
-        "fine-blip-is-a-collapse",
-        [0.3182] * 3 + [0.6012] + [0.3182, 0.3274, 0.3545] * 12,
-        2,
-        (11, "collapsed"),
-    ),
+    ("fine-collapses", [0.3182] * 3 + [0.6012] + [0.3182, 0.3274, 0.3545] * 12, 2, (11, "collapsed")),
 ]
 
 
 @pytest.mark.parametrize(
-    ("id_", "values", "min_climb", "expected"), BLIP_TABLE, ids=[r[0] for r in BLIP_TABLE]
+    ("id_", "values", "min_held", "expected"), HELD_TABLE, ids=[r[0] for r in HELD_TABLE]
 )
-def test_degenerate_min_climb_table(id_, values, min_climb, expected) -> None:
-    stop = stop_of(judge([{**DEGENERATE, "min_climb": min_climb}], values, ctx=Context(planned_steps=40)))
+def test_degenerate_min_held_table(id_, values, min_held, expected) -> None:
+    stop = stop_of(judge([{**DEGENERATE, "min_held": min_held}], values, ctx=Context(planned_steps=40)))
     assert (stop.step, stop.evidence["kind"]) == expected, stop.reason
-    assert stop.evidence["min_climb"] == min_climb
-    if expected[1] == "stuck" and min_climb > 1:
-        assert stop.evidence["above_first"] == 1
-        assert "at only 1 evaluation(s)" in stop.reason
-        assert "no climb to collapse from" in stop.reason
+    assert stop.evidence["min_held"] == min_held
+    if expected[1] == "stuck":
+        assert stop.evidence["held"] == 1
+        assert "for only 1 evaluation(s)" in stop.reason
+        assert "no level to collapse from" in stop.reason
     json.dumps(stop.evidence)
+
+
+def test_a_degenerate_state_stored_before_min_held_reads_as_held() -> None:
+    """States stored before ``min_held`` kept no count: read as held, the collapse is judged as before."""
+    rule = {**DEGENERATE, "min_held": 2}
+    policy = PolicySpec.model_validate({"monitor": "m", "mode": "max", "rules": [rule]})
+    values = coarse([10] * 5 + [12] + [10] * 34)
+    observations = [Observation(i, v, float(i), {}) for i, v in enumerate(values)]
+    ctx = Context(planned_steps=40)
+    early = evaluate(policy, initial_states(policy), observations[:8], ctx)
+    old = json.loads(json.dumps(early.states))
+    del old[0]["s"]["held"]
+    assert evaluate(policy, old, observations[8:], ctx).stop_step == 13
 
 
 # Corpus seed 5's iris run (30 validation samples, a constant rate it logged): 25 of its first 26 evaluations
@@ -1754,18 +1762,19 @@ IRIS_LOSS += [1.094, 1.094, 1.093, 1.091, 1.089, 1.085, 1.082, 1.077, 1.071, 1.0
 IRIS_LOSS += [1.022, 1.008, 0.9924, 0.9743, 0.9535] + [0.95 - 0.01 * i for i in range(48)]
 
 
-@pytest.mark.parametrize(("min_climb", "stop_step"), [(1, 13), (2, None)])
-def test_the_default_asks_a_coarse_collapse_for_two_evaluations_above_the_start(min_climb, stop_step) -> None:
-    """Stopped as collapsed at its 14th evaluation (regret 0.578) before min_climb; now judged as stuck, it
+@pytest.mark.parametrize(("min_held", "stop_step"), [(1, 13), (2, None)])
+def test_the_default_asks_a_coarse_collapse_to_fall_from_a_best_held_twice(min_held, stop_step) -> None:
+    """Stopped as collapsed at its 14th evaluation (regret 0.578) before min_held; now judged as stuck, it
     waits for 40% of its plan, and climbs first."""
-    assert {r["rule"]: r for r in DEFAULT_RULES}["degenerate"]["min_climb"] == 2
+    assert {r["rule"]: r for r in DEFAULT_RULES}["degenerate"]["min_held"] == 2
     assert len(IRIS_BLIP) == len(IRIS_LOSS) == 80
-    rules = _with_params(DEFAULT_RULES, "degenerate", min_climb=min_climb)
+    rules = _with_params(DEFAULT_RULES, "degenerate", min_held=min_held)
     extras = {"lr": [0.0591] * 80, "val_loss": IRIS_LOSS}
     stop = stop_of(judge(rules, IRIS_BLIP, extras=extras, ctx=Context(planned_steps=80), monitor="val"))
-    assert (
-        (stop.step, stop.rule) == (stop_step, "degenerate") if stop_step else stop is None or stop.step > 35
-    )
+    if stop_step is None:  # it climbs from its 27th evaluation: any stop comes after the climb
+        assert stop is None or stop.step > 35, stop.reason
+    else:
+        assert (stop.step, stop.rule, stop.evidence["kind"]) == (stop_step, "degenerate", "collapsed")
 
 
 # A 10-class CNN near chance on 360 samples (corpus seed 6, cnn/digits): its accuracy peaks at 0.153 at step

@@ -33,7 +33,7 @@ class _SoFar(NamedTuple):
     rate_held: bool  # a logged learning rate that has never fallen below its peak
     rate_seen: bool  # a learning rate has been logged
     first: float | None  # the run's first finite value (None in a state stored before it was kept)
-    above_first: int  # evaluations that scored better than the first value
+    held: int  # evaluations in the upper part of the run's range since its best (see _observe_held)
 
 
 class DegenerateParams(RuleParams):
@@ -93,13 +93,15 @@ class DegenerateParams(RuleParams):
     logged the warm-up guard sees that. The fine window's collapse (a constant prediction on a fine metric)
     is not held (added 2026-11-26).
 
-    ``min_climb`` (1 by default; the ``default`` policy sets 2): on a coarse metric, a window back at or
-    below the run's first value is a collapse only when at least that many evaluations scored above the first
-    value; after fewer, it is judged as *stuck* (so from ``stuck_progress`` of the plan). A run at chance on a
-    small validation set can score one lucky evaluation above it: an iris run at 1/3 for 25 of its first 26
-    evaluations (0.4 at its 6th) was stopped as collapsed at its 14th and reached 0.93 from its 27th. A fine
-    metric keeps the old reading: one evaluation well above chance there is a model that learned (MNLI runs
-    that reach 0.6 once and then predict one class). Added 2026-11-28.
+    ``min_held`` (1 by default; the ``default`` policy sets 2): on a coarse metric, a collapse must fall
+    from a level the run held: at least that many evaluations in the upper part of its range (within
+    ``collapse_fraction`` of it from the best) since the best was set, the best included. After fewer, the
+    best was a lucky evaluation, and the run is judged as *stuck* (so from ``stuck_progress`` of the plan).
+    An iris run at 1/3 for 25 of its first 26 evaluations (0.4 at its 6th) was stopped as collapsed at its
+    14th and reached 0.93 from its 27th; a wine run at 0.39 for ten evaluations with one 0.5 was stopped at
+    its 14th of 30 and reached 0.86. A fine metric keeps the old reading: one evaluation well above chance
+    there is a model that learned (MNLI runs that reach 0.6 once and then predict one class). Added
+    2026-11-28.
 
     ``fine_in_warmup`` (off by default; the ``default`` policy sets it): the fine window's collapse is judged
     while a logged learning rate still rises (``warmup`` and ``min_progress`` still hold it). A run that
@@ -132,8 +134,8 @@ class DegenerateParams(RuleParams):
     unscheduled_stuck_progress: float | None = Field(
         default=None, ge=0.0, le=1.0, description="stuck_progress while no learning rate is logged"
     )
-    min_climb: int = Field(
-        default=1, ge=1, le=100, description="evaluations above the first value a collapse must follow"
+    min_held: int = Field(
+        default=1, ge=1, le=100, description="evaluations near its best a coarse collapse must fall from"
     )
     fine_in_warmup: bool = Field(
         default=False, description="judge the fine window's collapse while the logged rate still rises"
@@ -191,12 +193,10 @@ class Degenerate(Rule[DegenerateParams]):
         state["worst"], state["seen"] = worst, seen
         if seen == 1:
             state["first"] = value
-        elif p.min_climb > 1:
-            first = state.get("first")
-            if first is not None and (value > first if self.mode == "max" else value < first):
-                state["above_first"] = state.get("above_first", 0) + 1
         ys = state["ys"]
         ys.append(value)
+        if p.min_held > 1 and best is not None:
+            self._observe_held(state, ys, value, best, worst, improved=ctx.best.improved)
         fine_window = p.fine_window
         if fine_window is not None:
             # ``floor``: the worst value older than the last fine_window, lowered by the value that just left
@@ -249,7 +249,7 @@ class Degenerate(Rule[DegenerateParams]):
             held,
             lr_seen(state),
             state.get("first"),
-            state.get("above_first", 0),
+            state.get("held", p.min_held),
         )
         kind, fine_step = None, None
         if repeats:
@@ -279,12 +279,11 @@ class Degenerate(Rule[DegenerateParams]):
             f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
             if kind == "collapsed"
             else "and it has never moved beyond them: the model is not learning"
-            if not self._blip_above_start(ys, run)
+            if not self._lucky_best(ys, run)
             else (
-                f"and it has moved beyond them at only {run.above_first} evaluation(s) (best "
-                f"{fmt(best)}, step {best_step}), fewer than {p.min_climb}: on a metric this coarse that is "
-                "no climb to collapse from, "
-                "the model is not learning"
+                f"and it held its best {fmt(best)} (step {best_step}) for only {run.held} evaluation(s) in "
+                f"the upper part of its range, fewer than {p.min_held}: on a metric this coarse that is a "
+                "lucky evaluation, no level to collapse from, and the model is not learning"
             )
         )
         verdict = self.stop(
@@ -305,8 +304,8 @@ class Degenerate(Rule[DegenerateParams]):
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
-                "min_climb": p.min_climb,
-                "above_first": run.above_first,
+                "min_held": p.min_held,
+                "held": run.held,
                 "stuck_progress": self._stuck_share(lr_seen(state)),
                 "planned_steps": ctx.planned_steps,
                 "rate_rising": rising,
@@ -356,10 +355,10 @@ class Degenerate(Rule[DegenerateParams]):
             # dip of a step or two is noise, not a collapse.
             below_best = abs(best - top)
             if below_best >= p.collapse_fraction * covered and below_best > 2 * spread:
-                if not self._blip_above_start(ys, run):
+                if not self._lucky_best(ys, run):
                     return "collapsed"
-                # Back at or below where it started after a single evaluation above it: no climb to
-                # collapse from, so judged as stuck (below).
+                # A best scored once on a coarse metric, nothing since near it: no level to collapse from,
+                # so judged as stuck (below).
             # Not fallen from a best it climbed to: a run whose best is no further from its first value than
             # the window's spread has never moved beyond where it started, though its range holds a value
             # this window lacks (at chance on 2,000 samples: 0.2510 first, 0.2485 once); judged as stuck.
@@ -376,17 +375,27 @@ class Degenerate(Rule[DegenerateParams]):
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= share * ctx.planned_steps else None
 
-    def _blip_above_start(self, ys: list[float], run: _SoFar) -> bool:
-        """Whether a window on a coarse metric whose best is back at or below the run's first value follows
-        fewer than ``min_climb`` evaluations above that first value: a lucky evaluation or two of a run at
-        chance on a small validation set (iris at 1/3 for 25 of its first 26 evaluations, 0.4 at its 6th) is
-        no climb to collapse from. On a fine metric one evaluation well above chance is a model that
-        learned (MNLI runs that reach 0.6 once, then predict one class)."""
-        first, need = run.first, self.params.min_climb
-        if need <= 1 or first is None or run.above_first >= need:
-            return False
-        top = max(ys) if self.mode == "max" else min(ys)
-        if top > first if self.mode == "max" else top < first:
+    def _observe_held(
+        self, state: State, ys: list[float], value: float, best: float, worst: float, *, improved: bool
+    ) -> None:
+        """Count (in place) the evaluations that lie in the upper part of the run's range (within
+        ``collapse_fraction`` of it from the best, the part a collapse falls out of): at a new best, those
+        among the values kept (the last ``window``, the best included), then one more for each later value
+        there. The count is approximate only for a best set before the window: older values are not kept."""
+        line = self.params.collapse_fraction * abs(best - worst)
+        if improved:
+            state["held"] = sum(1 for y in ys if abs(best - y) < line or y == best)
+        elif abs(best - value) < line:
+            state["held"] = state.get("held", 0) + 1
+
+    def _lucky_best(self, ys: list[float], run: _SoFar) -> bool:
+        """Whether a collapse seen on a coarse metric falls from a best the run never held: fewer than
+        ``min_held`` evaluations in the upper part of its range since that best was set (it included). A
+        run at chance on a small validation set can score one lucky evaluation far above the rest (iris at 1/3
+        for 25 of its first 26 evaluations, 0.4 at its 6th; wine at 0.39 with one 0.5), and a fall back from
+        it is no collapse. On a fine metric one evaluation well above chance is a model that learned (MNLI
+        runs that reach 0.6 once and then predict one class)."""
+        if run.held >= self.params.min_held:
             return False
         return self._fine(ys, run.best, run.worst) is None
 
