@@ -195,8 +195,15 @@ class Degenerate(Rule[DegenerateParams]):
             state["first"] = value
         ys = state["ys"]
         ys.append(value)
-        if p.min_held > 1 and best is not None:
-            self._observe_held(state, ys, value, best, worst, improved=ctx.best.improved)
+        if p.min_held > 1 and best is not None:  # inline: it runs on every point
+            # Evaluations in the upper part of the run's range (within collapse_fraction of it from the
+            # best, the part a collapse falls out of) since the best: at a new best, it and the value just
+            # before it if that lies there too (a climb that collapses right after its best held a level).
+            line = p.collapse_fraction * abs(best - worst)
+            if ctx.best.improved:
+                state["held"] = 2 if len(ys) > 1 and abs(best - ys[-2]) < line else 1
+            elif abs(best - value) < line:
+                state["held"] = state.get("held", 0) + 1
         fine_window = p.fine_window
         if fine_window is not None:
             # ``floor``: the worst value older than the last fine_window, lowered by the value that just left
@@ -374,19 +381,6 @@ class Degenerate(Rule[DegenerateParams]):
         if ctx.planned_steps is None:
             return "stuck" if seen >= 2 * p.window else None
         return "stuck" if obs.step >= share * ctx.planned_steps else None
-
-    def _observe_held(
-        self, state: State, ys: list[float], value: float, best: float, worst: float, *, improved: bool
-    ) -> None:
-        """Count (in place) the evaluations that lie in the upper part of the run's range (within
-        ``collapse_fraction`` of it from the best, the part a collapse falls out of): at a new best, those
-        among the values kept (the last ``window``, the best included), then one more for each later value
-        there. The count is approximate only for a best set before the window: older values are not kept."""
-        line = self.params.collapse_fraction * abs(best - worst)
-        if improved:
-            state["held"] = sum(1 for y in ys if abs(best - y) < line or y == best)
-        elif abs(best - value) < line:
-            state["held"] = state.get("held", 0) + 1
 
     def _lucky_best(self, ys: list[float], run: _SoFar) -> bool:
         """Whether a collapse seen on a coarse metric falls from a best the run never held: fewer than

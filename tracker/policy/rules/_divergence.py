@@ -87,7 +87,8 @@ class Divergence(Rule[DivergenceParams]):
                     f"{fmt(previous)} (step {seen.step}) by more than {p.run_factor:g} x the run's "
                     f"scale {fmt(scale)} (the larger of |best| and its progress from {fmt(first)})"
                 )
-        if p.confirm > 1:
+        # Most points are past no bound and open no streak: they skip the call.
+        if p.confirm > 1 and (reason is not None or state.get("streak")):
             reason = self._confirmed(state, value, reason)
         if reason is None:
             return state, None
