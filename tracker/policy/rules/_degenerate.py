@@ -33,7 +33,7 @@ class _SoFar(NamedTuple):
     rate_held: bool  # a logged learning rate that has never fallen below its peak
     rate_seen: bool  # a learning rate has been logged
     first: float | None  # the run's first finite value (None in a state stored before it was kept)
-    held: int  # evaluations in the upper part of the run's range since its best (see _observe_held)
+    best_held: int  # evaluations in the upper part of the run's range since its best (kept in observe)
 
 
 class DegenerateParams(RuleParams):
@@ -288,9 +288,9 @@ class Degenerate(Rule[DegenerateParams]):
             else "and it has never moved beyond them: the model is not learning"
             if not self._lucky_best(ys, run)
             else (
-                f"and it held its best {fmt(best)} (step {best_step}) for only {run.held} evaluation(s) in "
-                f"the upper part of its range, fewer than {p.min_held}: on a metric this coarse that is a "
-                "lucky evaluation, no level to collapse from, and the model is not learning"
+                f"and it held its best {fmt(best)} (step {best_step}) for only {run.best_held} "
+                f"evaluation(s) in the upper part of its range, fewer than {p.min_held}: on a metric this "
+                "coarse that is a lucky evaluation, no level to collapse from, and the model is not learning"
             )
         )
         verdict = self.stop(
@@ -312,7 +312,7 @@ class Degenerate(Rule[DegenerateParams]):
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
                 "min_held": p.min_held,
-                "held": run.held,
+                "held": run.best_held,
                 "stuck_progress": self._stuck_share(lr_seen(state)),
                 "planned_steps": ctx.planned_steps,
                 "rate_rising": rising,
@@ -389,7 +389,7 @@ class Degenerate(Rule[DegenerateParams]):
         for 25 of its first 26 evaluations, 0.4 at its 6th; wine at 0.39 with one 0.5), and a fall back from
         it is no collapse. On a fine metric one evaluation well above chance is a model that learned (MNLI
         runs that reach 0.6 once and then predict one class)."""
-        if run.held >= self.params.min_held:
+        if run.best_held >= self.params.min_held:
             return False
         return self._fine(ys, run.best, run.worst) is None
 
