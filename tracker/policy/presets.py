@@ -150,7 +150,7 @@ from tracker.policy._types import Mode
 #   30, regret 0.383, it reached 0.86);
 # - outlook loss_holds_jitter: a retreat from a best within 3x the spread of the last 8 values (the bar under
 #   which the pace is not judged) is held while the validation loss still falls, before the plan's floor as
-#   after it (seed 6's 10-class CNN near chance: 0.108 to 0.153 and back down 12 samples, stopped at 13 of
+#   after it (seed 6's 10-class CNN near chance: 0.108 to 0.153 and back down 12 samples, stopped at 14 of
 #   80, regret 0.217; it reached 0.9);
 # - divergence confirm 2: two evaluations in a row past ten times the run's scale, the second no better (seed
 #   6's digits MLP at a rate of 0.31: a spike to 47.6 from 0.58, back to 0.34 ten evaluations later; stopped

@@ -161,7 +161,7 @@ class OutlookParams(RuleParams):
     (``loss_key``) still falls, before the plan's floor as after it, and neither a steady retreat nor
     ``STEADY_STEPS`` of the metric's own steps lifts that hold. A 10-class CNN near chance (0.108 to a best of
     0.153 on 360 samples) wandered back down 12 samples, as steadily as a fine metric falls, while its loss
-    still fell; it was stopped at 13 of 80 evaluations and would have reached 0.9 (added 2026-11-28).
+    still fell; it was stopped at its 14th of 80 evaluations and would have reached 0.9 (added 2026-11-28).
 
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
