@@ -158,9 +158,10 @@ from tracker.policy._types import Mode
 # Sum of the 10 corpus margins, every series / the watched metric alone, before -> after (worst mean regret):
 # seed 5 +97.6 -> +100.8 (0.0156 -> 0.0023) / +63.0 -> +63.9 (0.0198 -> 0.0042); seed 6 +26.8 -> +47.5
 # (0.0061 -> 0.0047) / -9.0 -> -6.3 (0.0083 both); seed 8 +7.9 -> +5.1 (0.0083 both) / -24.2 -> -19.2
-# (0.0140 -> 0.0039). Seed 7, generated after all three were written and read only to judge them: +98.0 ->
-# +97.3 / +26.6 -> +22.4, worst regrets unchanged (0.0011 / 0.0042): there they only cost, min_held 0 / -2.6
-# pp, confirm -0.7 / -1.6, the hold 0 / 0 (on seed 8, held out for the last two: -0.6 / -0.6 and -2.1 / 0).
+# (0.0140 -> 0.0039). Seed 7, read only to judge them, never to choose (generated while their first forms
+# were written): +98.0 -> +97.3 / +26.6 -> +22.4, worst regrets unchanged (0.0011 / 0.0042): there they only
+# cost, min_held 0 / -2.6 pp, confirm -0.7 / -1.6, the hold 0 / 0 (on seed 8, held out for the last two:
+# -0.6 / -0.6 and -2.1 / 0).
 # Taken for what they prevent: a stop the run's own values contradict. OPDA: every series unchanged
 # (+47.3), alone +33.9 -> +33.4 (AlexNet). min_held replaced a first form, min_climb (evaluations above the
 # run's first value), which missed the wine run and cost seed 7 -0.5 / -3.8.
