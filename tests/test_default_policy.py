@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from tests.benchmarks.bench_replay import with_params
 from tests.test_rule_library import judge, stop_of
 from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy._percent import share_resolution
@@ -1768,7 +1769,7 @@ def test_the_default_asks_a_coarse_collapse_to_fall_from_a_best_held_twice(min_h
     waits for 40% of its plan, and climbs first."""
     assert {r["rule"]: r for r in DEFAULT_RULES}["degenerate"]["min_held"] == 2
     assert len(IRIS_BLIP) == len(IRIS_LOSS) == 80
-    rules = _with_params(DEFAULT_RULES, "degenerate", min_held=min_held)
+    rules = with_params(DEFAULT_RULES, "degenerate", min_held=min_held)
     extras = {"lr": [0.0591] * 80, "val_loss": IRIS_LOSS}
     stop = stop_of(judge(rules, IRIS_BLIP, extras=extras, ctx=Context(planned_steps=80), monitor="val"))
     if stop_step is None:  # it climbs from its 27th evaluation: any stop comes after the climb
@@ -1801,7 +1802,7 @@ TURNED_LOSS = [2.3 - 0.02 * i for i in range(7)] + [2.18 + 0.01 * i for i in ran
     ],
 )
 def test_a_retreat_within_the_runs_jitter_is_held_while_its_loss_falls(id_, extras, hold, step) -> None:
-    rules = _with_params(DEFAULT_RULES, "outlook", loss_holds_jitter=hold)
+    rules = with_params(DEFAULT_RULES, "outlook", loss_holds_jitter=hold)
     stop = stop_of(judge(rules, NEAR_CHANCE, extras=extras, ctx=Context(planned_steps=80)))
     assert (stop.step if stop else None) == step, stop and stop.reason
     if stop is not None:
@@ -1816,10 +1817,6 @@ def test_the_default_holds_a_retreat_within_the_runs_jitter_while_its_loss_falls
         judge(DEFAULT_RULES, NEAR_CHANCE, extras={"val_loss": FALLING_LOSS}, ctx=Context(planned_steps=80))
     )
     assert stop is None, stop.reason
-
-
-def _with_params(rules, name, **changes):
-    return [{**r, **changes} if r["rule"] == name else dict(r) for r in rules]
 
 
 # A loss in mode min: (id, values, confirm, expected stop step).

@@ -83,7 +83,8 @@ def load_sources(
     return sources
 
 
-def _with(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[str, Any]]:
+def with_params(rules: list[dict[str, Any]], name: str, **changes: Any) -> list[dict[str, Any]]:
+    """``rules`` with ``changes`` applied to the rule named ``name`` (each rule a copy)."""
     return [{**r, **changes} if r["rule"] == name else dict(r) for r in rules]
 
 
@@ -98,7 +99,7 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
             f"outlook {rel:g}, lr to {lr_fraction:g}, from {progress:g}, retreat {retreat or 'off'}, "
             f"learned spread {spread:g}, stuck from {stuck:g}"
         )
-        rules = _with(
+        rules = with_params(
             DEFAULT_RULES,
             "outlook",
             relative_delta=rel,
@@ -107,7 +108,7 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
             retreat=retreat,
             learned_spread=spread,
         )
-        out[label] = _with(rules, "degenerate", stuck_progress=stuck)
+        out[label] = with_params(rules, "degenerate", stuck_progress=stuck)
     return out
 
 
