@@ -31,7 +31,10 @@ def test_a_blind_run_is_told_in_the_training_process_and_on_the_dashboard(
         alerts[logs_rate] = [d for d in decisions if d["action"] == "alert"]
     assert [(a["rule"], a["step"]) for a in alerts[False]] == [("blind", 18)]
     reason = alerts[False][0]["reason"]
-    assert "outlook judges this run only from 0.8 of its plan (step 48), not from 0.3 (step 18)" in reason
+    assert (
+        "outlook judges this run only from 0.8 of its plan (step 48; from 0.6, step 36, once its best is "
+        "within 0.7 of its progress from the metric's perfect score), not from 0.3 (step 18)"
+    ) in reason
     assert alerts[True] == []  # a rate logged: judged from 30%, nothing to say
     said = [r.getMessage() for r in caplog.records if "neither a learning rate" in r.getMessage()]
     assert said == [f"plateau: {reason}"]

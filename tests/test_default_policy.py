@@ -1003,36 +1003,59 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
 
 
 @pytest.mark.parametrize(
-    ("id_", "mode", "top", "step"),
+    ("id_", "mode", "top", "step", "tier"),
     [
         # An accuracy from 0.1 to 0.97: 0.03 from its perfect score 1, within 0.2 of its progress (0.87).
-        ("share-near-1", "max", 0.97, 34),
+        ("share-near-1", "max", 0.97, 34, (0.2, 0.3)),
         # To 0.9: 0.1 from 1, within 0.2 of 0.8 (0.16).
-        ("share-at-0.9", "max", 0.9, 34),
-        # To 0.85: 0.15 from 1, more than 0.2 of 0.75 (0.15 at the limit, rounded above): blind, from 80%.
-        ("share-at-0.85", "max", 0.85, 80),
-        # To 0.6: far from 1, blind, from 80%.
-        ("share-at-0.6", "max", 0.6, 80),
+        ("share-at-0.9", "max", 0.9, 34, (0.2, 0.3)),
+        # To 0.85: 0.15 from 1, more than 0.2 of 0.75 (0.15 at the limit, rounded above), within 0.7 of it
+        # (0.525): the middle tier, from 60%.
+        ("share-at-0.85", "max", 0.85, 60, (0.7, 0.6)),
+        # To 0.7: 0.3 from 1, within 0.7 of 0.6 (0.42): from 60%.
+        ("share-at-0.7", "max", 0.7, 60, (0.7, 0.6)),
+        # To 0.6: 0.4 from 1, more than 0.7 of 0.5 (0.35): blind, from 80%.
+        ("share-at-0.6", "max", 0.6, 80, None),
         # A non-negative metric in mode min, 0.9 down to 0.03: 0.03 from its perfect score 0.
-        ("loss-near-0", "min", 0.97, 34),
+        ("loss-near-0", "min", 0.97, 34, (0.2, 0.3)),
+        # 0.9 down to 0.3: 0.3 from 0, within 0.7 of its fall of 0.6.
+        ("loss-at-0.3", "min", 0.7, 60, (0.7, 0.6)),
     ],
 )
-def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, top, step) -> None:
+def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, top, step, tier) -> None:
     """No schedule can add more than what is left to the metric's perfect score: a blind run whose best is
-    within ``blind_headroom`` (0.2) of its progress from it is judged from 30% of its plan."""
+    within ``blind_headroom`` (0.2) of its progress from it is judged from 30% of its plan, and one within
+    ``blind_mid_headroom`` (0.7) from 60% (since 2026-11-28), not 80%."""
     values = saturating(100, top=top)
     values = values if mode == "max" else [1.0 - v for v in values]
     stop = stop_of(judge(DEFAULT_RULES, values, mode=mode, ctx=Context(planned_steps=100)))
     assert (stop.rule, stop.step) == ("outlook", step)
-    if step == 80:
+    if tier is None:
         assert stop.evidence["headroom"] is None
         assert BLIND_SAID in stop.reason
         return
+    share, floor = tier
     assert stop.evidence["headroom"] == pytest.approx(1.0 - top, abs=1e-3)
-    assert stop.evidence["blind_headroom"] == 0.2
+    assert stop.evidence["blind_headroom"] == share
     assert stop.evidence["blind_min_progress"] is None
     assert f"but the best is within {1.0 - top:.3g} of the metric's perfect score" in stop.reason
+    assert f"at most {share:g} of its progress" in stop.reason
+    assert f"so it is judged from {floor:g} of its plan" in stop.reason
     json.dumps(stop.evidence)
+
+
+def test_the_middle_tier_keeps_a_late_climb_far_from_its_perfect_score() -> None:
+    """The ImageNet-like run that climbs back late (its best 0.34, 0.66 from its perfect score, more than
+    0.7 of its progress) is still held to 80% of its plan by ``outlook``, where it sets new bests; judged
+    from 60% it would be stopped on its plateau."""
+    plan = Context(planned_steps=60)
+    outlook = [r for r in DEFAULT_RULES if r["rule"] == "outlook"]
+    # As RECOVERS_LATE, its climb starting ten evaluations later (at 2/3 of its plan).
+    climbs_later = RECOVERS_LATE[:5] + [0.10 + _wiggle(i) for i in range(35)]
+    climbs_later += [0.10 + 0.02 * (i + 1) for i in range(20)]
+    assert stop_of(judge(outlook, climbs_later, ctx=plan)) is None
+    early = with_params(outlook, "outlook", blind_min_progress=0.6)
+    assert stop_of(judge(early, climbs_later, ctx=plan)).step == 36
 
 
 @pytest.mark.parametrize(
@@ -1056,8 +1079,8 @@ def test_a_blind_run_is_told_once_where_the_later_floor_first_holds_it_back(id_,
     assert (alert.rule, alert.step) == ("blind", 18)
     assert alert.reason.startswith(
         "neither a learning rate (lr, learning_rate) nor a validation loss (val_loss, val/loss) has been "
-        "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48), not from 0.3 "
-        "(step 18)"
+        "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48; from 0.6, step 36, "
+        "once its best is within 0.7 of its progress from the metric's perfect score), not from 0.3 (step 18)"
     )
     assert alert.evidence["blind_min_progress"] == 0.8
     assert stop_of(evaluation).step == 48  # the alert changes nothing the rules decide

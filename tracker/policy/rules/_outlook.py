@@ -121,7 +121,14 @@ class OutlookParams(RuleParams):
     loss lifts both (added 2026-11-26). ``blind_headroom`` (off by default; the ``default`` policy sets 0.2):
     nor is a blind run held back whose best is within that share of its progress from the metric's perfect
     score (1 for a share, 0 for a non-negative metric in mode min, read from its values): no schedule can add
-    more than what is left, so it is judged from ``min_progress`` as the others.
+    more than what is left, so it is judged from ``min_progress`` as the others. ``blind_mid_headroom`` and
+    ``blind_mid_progress`` (off by default; the ``default`` policy sets 0.7 and 0.6): a middle tier, a
+    blind run whose best is within ``blind_mid_headroom`` of its progress from that perfect score (it has
+    covered at least 1/1.7, 59%, of the way from its first value to it) is judged from
+    ``blind_mid_progress`` of its plan instead of ``blind_min_progress``: the less of its range a run has
+    left, the less a schedule it cannot see can still lift it, and the runs that climb late from a long
+    plateau (ImageNet at a few percent while a one-cycle rate is high) sit far below their perfect score
+    (added 2026-11-28).
 
     ``unplanned_evaluations`` (off by default; the ``default`` policy sets 16, as ``degenerate`` waits
     twice its window of 8 for a stuck run with no plan): with no planned end declared, ``min_progress``
@@ -191,6 +198,8 @@ class OutlookParams(RuleParams):
     blind_min_progress: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     blind_early_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     blind_headroom: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
+    blind_mid_headroom: float | None = Field(default=None, ge=0.0, le=10.0, allow_inf_nan=False)
+    blind_mid_progress: float | None = Field(default=None, ge=0.0, le=1.0, allow_inf_nan=False)
     unplanned_evaluations: int | None = Field(default=None, ge=2, le=1000)
     final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     steady_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
@@ -285,6 +294,13 @@ class Outlook(Rule[OutlookParams]):
         room = None
         if blind_floor is not None and t < blind_floor * planned:
             room = self._headroom(state, ctx) if t >= p.min_progress * planned else None
+            if (  # the middle tier: further from its perfect score, judged later
+                room is None
+                and p.blind_mid_headroom is not None
+                and p.blind_mid_progress is not None
+                and t >= p.blind_mid_progress * planned
+            ):
+                room = self._headroom(state, ctx, p.blind_mid_headroom)
             if room is None:
                 stop = self._early_retreat(state, obs, ctx, planned, lr, blind=True)
                 if stop is None and t >= p.min_progress * planned and not state.get("blind_said"):
@@ -387,7 +403,7 @@ class Outlook(Rule[OutlookParams]):
             "rising_t": p.rising_t,
             "blind_min_progress": blind_floor,
             "headroom": room,
-            "blind_headroom": p.blind_headroom if room is not None else None,
+            "blind_headroom": self._headroom_tier(room, progress)[0] if room is not None else None,
             **(loss or {}),
             **(overfit or {}),
         }
@@ -583,12 +599,13 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
-    def _headroom(self, state: State, ctx: Context) -> float | None:
-        """How far the best is from the metric's perfect score, when that is at most ``blind_headroom`` of
-        the run's progress; else None. The perfect score is read as ``perfect`` reads it, from the values
-        this rule keeps (the first, the recent ones and the best, which is the highest in mode max and the
-        lowest in mode min)."""
-        share, best, first = self.params.blind_headroom, ctx.best.value, state["first"]
+    def _headroom(self, state: State, ctx: Context, share: float | None = None) -> float | None:
+        """How far the best is from the metric's perfect score, when that is at most ``share`` (by default
+        ``blind_headroom``) of the run's progress; else None. The perfect score is read as ``perfect`` reads
+        it, from the values this rule keeps (the first, the recent ones and the best, which is the highest in
+        mode max and the lowest in mode min)."""
+        share = self.params.blind_headroom if share is None else share
+        best, first = ctx.best.value, state["first"]
         if share is None or best is None or first is None:
             return None
         kept = (first, best, *state["recent"])
@@ -606,18 +623,34 @@ class Outlook(Rule[OutlookParams]):
         room = abs(best - perfect)
         return room if room <= share * abs(best - first) else None
 
+    def _headroom_tier(self, room: float, progress: float) -> tuple[float | None, float | None]:
+        """The share of the progress that ``room`` is within and the floor it earns a blind run: the
+        first tier (``blind_headroom``, judged from ``min_progress``), else the middle one."""
+        p = self.params
+        if p.blind_headroom is not None and room <= p.blind_headroom * progress:
+            return p.blind_headroom, p.min_progress
+        return p.blind_mid_headroom, p.blind_mid_progress
+
     def _headroom_said(self, room: float, progress: float, best: float) -> str:
         perfect = best + room if self.mode == "max" else best - room
+        share, floor = self._headroom_tier(room, progress)
         return (
             f"neither a learning rate nor a validation loss is logged, but the best is within {room:.3g} of "
-            f"the metric's perfect score ({fmt(perfect)}), at most {self.params.blind_headroom:g} of its "
-            f"progress ({progress:.3g}), so it is judged from {self.params.min_progress:g} of its plan; "
+            f"the metric's perfect score ({fmt(perfect)}), at most {share or 0.0:g} of its "
+            f"progress ({progress:.3g}), so it is judged from {floor or 0.0:g} of its plan; "
         )
 
     def _blind_alert(self, obs: Observation, planned: int, floor: float) -> Verdict:
         """The ``blind`` alert at ``obs``: the first evaluation a blind run's later floor holds back."""
         p = self.params
         lr_names, loss_names_ = ", ".join(self._lr_names.order[:2]), ", ".join(self._loss_names.order[:2])
+        mid = ""
+        if p.blind_mid_headroom is not None and p.blind_mid_progress is not None:
+            mid = (
+                f"; from {p.blind_mid_progress:g}, step {math.ceil(p.blind_mid_progress * planned)}, once "
+                f"its best is within {p.blind_mid_headroom:g} of its progress from the metric's perfect "
+                "score"
+            )
         return Verdict(
             action="alert",
             rule=BLIND_ALERT,
@@ -625,7 +658,7 @@ class Outlook(Rule[OutlookParams]):
             reason=(
                 f"neither a learning rate ({lr_names or 'lr_key unset'}) nor a validation loss "
                 f"({loss_names_ or 'loss_key unset'}) has been logged with {self.monitor}: {self.name} "
-                f"judges this run only from {floor:g} of its plan (step {math.ceil(floor * planned)}), "
+                f"judges this run only from {floor:g} of its plan (step {math.ceil(floor * planned)}{mid}), "
                 f"not from {p.min_progress:g} (step {math.ceil(p.min_progress * planned)}), as a "
                 "learning-rate schedule it cannot see may still lift the run late; log the rate (the SDK's "
                 "run.watch_optimizer(optimizer) does) or the validation loss in the same call as "
@@ -865,7 +898,9 @@ class Outlook(Rule[OutlookParams]):
                 "blind": early[2] if early else blind is not None,
                 "floor": early[1] if early else blind,
                 "headroom": headroom,
-                "blind_headroom": p.blind_headroom if headroom is not None else None,
+                "blind_headroom": (
+                    self._headroom_tier(headroom, progress)[0] if headroom is not None else None
+                ),
                 **(loss or {}),
                 **(overfit or {}),
             },
