@@ -32,7 +32,7 @@ def test_a_blind_run_is_told_in_the_training_process_and_on_the_dashboard(
     assert [(a["rule"], a["step"]) for a in alerts[False]] == [("blind", 18)]
     reason = alerts[False][0]["reason"]
     assert (
-        "outlook judges this run only from 0.8 of its plan (step 48; from 0.6, step 36, once its best is "
+        "outlook judges this run only from 0.8 of its plan (step 48; from 0.65, step 39, once its best is "
         "within 0.7 of its progress from the metric's perfect score), not from 0.3 (step 18)"
     ) in reason
     assert alerts[True] == []  # a rate logged: judged from 30%, nothing to say

@@ -1010,22 +1010,22 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
         # To 0.9: 0.1 from 1, within 0.2 of 0.8 (0.16).
         ("share-at-0.9", "max", 0.9, 34, (0.2, 0.3)),
         # To 0.85: 0.15 from 1, more than 0.2 of 0.75 (0.15 at the limit, rounded above), within 0.7 of it
-        # (0.525): the middle tier, from 60%.
-        ("share-at-0.85", "max", 0.85, 60, (0.7, 0.6)),
-        # To 0.7: 0.3 from 1, within 0.7 of 0.6 (0.42): from 60%.
-        ("share-at-0.7", "max", 0.7, 60, (0.7, 0.6)),
+        # (0.525): the middle tier, from 65%.
+        ("share-at-0.85", "max", 0.85, 65, (0.7, 0.65)),
+        # To 0.7: 0.3 from 1, within 0.7 of 0.6 (0.42): from 65%.
+        ("share-at-0.7", "max", 0.7, 65, (0.7, 0.65)),
         # To 0.6: 0.4 from 1, more than 0.7 of 0.5 (0.35): blind, from 80%.
         ("share-at-0.6", "max", 0.6, 80, None),
         # A non-negative metric in mode min, 0.9 down to 0.03: 0.03 from its perfect score 0.
         ("loss-near-0", "min", 0.97, 34, (0.2, 0.3)),
         # 0.9 down to 0.3: 0.3 from 0, within 0.7 of its fall of 0.6.
-        ("loss-at-0.3", "min", 0.7, 60, (0.7, 0.6)),
+        ("loss-at-0.3", "min", 0.7, 65, (0.7, 0.65)),
     ],
 )
 def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, top, step, tier) -> None:
     """No schedule can add more than what is left to the metric's perfect score: a blind run whose best is
     within ``blind_headroom`` (0.2) of its progress from it is judged from 30% of its plan, and one within
-    ``blind_mid_headroom`` (0.7) from 60% (since 2026-11-28), not 80%."""
+    ``blind_mid_headroom`` (0.7) from 65% (since 2026-11-28), not 80%."""
     values = saturating(100, top=top)
     values = values if mode == "max" else [1.0 - v for v in values]
     stop = stop_of(judge(DEFAULT_RULES, values, mode=mode, ctx=Context(planned_steps=100)))
@@ -1079,8 +1079,9 @@ def test_a_blind_run_is_told_once_where_the_later_floor_first_holds_it_back(id_,
     assert (alert.rule, alert.step) == ("blind", 18)
     assert alert.reason.startswith(
         "neither a learning rate (lr, learning_rate) nor a validation loss (val_loss, val/loss) has been "
-        "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48; from 0.6, step 36, "
-        "once its best is within 0.7 of its progress from the metric's perfect score), not from 0.3 (step 18)"
+        "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48; from 0.65, step "
+        "39, once its best is within 0.7 of its progress from the metric's perfect score), not from 0.3 "
+        "(step 18)"
     )
     assert alert.evidence["blind_min_progress"] == 0.8
     assert stop_of(evaluation).step == 48  # the alert changes nothing the rules decide

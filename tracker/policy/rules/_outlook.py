@@ -122,7 +122,7 @@ class OutlookParams(RuleParams):
     nor is a blind run held back whose best is within that share of its progress from the metric's perfect
     score (1 for a share, 0 for a non-negative metric in mode min, read from its values): no schedule can add
     more than what is left, so it is judged from ``min_progress`` as the others. ``blind_mid_headroom`` and
-    ``blind_mid_progress`` (off by default; the ``default`` policy sets 0.7 and 0.6): a middle tier, a
+    ``blind_mid_progress`` (off by default; the ``default`` policy sets 0.7 and 0.65): a middle tier, a
     blind run whose best is within ``blind_mid_headroom`` of its progress from that perfect score (it has
     covered at least 1/1.7, 59%, of the way from its first value to it) is judged from
     ``blind_mid_progress`` of its plan instead of ``blind_min_progress``: the less of its range a run has
