@@ -1037,6 +1037,7 @@ def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, t
     share, floor = tier
     assert stop.evidence["headroom"] == pytest.approx(1.0 - top, abs=1e-3)
     assert stop.evidence["blind_headroom"] == share
+    assert stop.evidence["headroom_floor"] == floor
     assert stop.evidence["blind_min_progress"] is None
     assert f"but the best is within {1.0 - top:.3g} of the metric's perfect score" in stop.reason
     assert f"at most {share:g} of its progress" in stop.reason
@@ -1084,6 +1085,7 @@ def test_a_blind_run_is_told_once_where_the_later_floor_first_holds_it_back(id_,
         "(step 18)"
     )
     assert alert.evidence["blind_min_progress"] == 0.8
+    assert (alert.evidence["blind_mid_headroom"], alert.evidence["blind_mid_progress"]) == (0.7, 0.65)
     assert stop_of(evaluation).step == 48  # the alert changes nothing the rules decide
     json.dumps(alert.evidence)
 

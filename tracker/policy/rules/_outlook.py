@@ -404,6 +404,7 @@ class Outlook(Rule[OutlookParams]):
             "blind_min_progress": blind_floor,
             "headroom": room,
             "blind_headroom": self._headroom_tier(room, progress)[0] if room is not None else None,
+            "headroom_floor": self._headroom_tier(room, progress)[1] if room is not None else None,
             **(loss or {}),
             **(overfit or {}),
         }
@@ -669,6 +670,8 @@ class Outlook(Rule[OutlookParams]):
                 "step": obs.step,
                 "planned_steps": planned,
                 "blind_min_progress": floor,
+                "blind_mid_headroom": p.blind_mid_headroom,
+                "blind_mid_progress": p.blind_mid_progress,
                 "min_progress": p.min_progress,
                 "lr_key": list(self._lr_names.order),
                 "loss_key": list(self._loss_names.order),
@@ -900,6 +903,9 @@ class Outlook(Rule[OutlookParams]):
                 "headroom": headroom,
                 "blind_headroom": (
                     self._headroom_tier(headroom, progress)[0] if headroom is not None else None
+                ),
+                "headroom_floor": (
+                    self._headroom_tier(headroom, progress)[1] if headroom is not None else None
                 ),
                 **(loss or {}),
                 **(overfit or {}),
