@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -37,6 +37,15 @@ STEADY_STEPS = 10
 # holds back (added 2026-11-26): on the team's corpus the default saves markedly more on runs that log their
 # rate and validation loss than on the same runs watched alone, and only the trainer can log them.
 BLIND_ALERT = "blind"
+
+
+class _Tier(NamedTuple):
+    """A blind run's headroom and the tier it earned: within ``share`` of its progress from the metric's
+    perfect score, so judged from ``floor`` of its plan."""
+
+    room: float
+    share: float
+    floor: float
 
 
 class OutlookParams(RuleParams):
@@ -291,17 +300,10 @@ class Outlook(Rule[OutlookParams]):
         # Blind (a plan, and neither a rate nor a validation loss logged): judged later, and before that
         # retreating only more steadily. A rate or a loss seen once lifts it: a run logs them from its start.
         blind_floor = p.blind_min_progress if declared and self._blind(state) else None
-        room = None
+        tier = None
         if blind_floor is not None and t < blind_floor * planned:
-            room = self._headroom(state, ctx) if t >= p.min_progress * planned else None
-            if (  # the middle tier: further from its perfect score, judged later
-                room is None
-                and p.blind_mid_headroom is not None
-                and p.blind_mid_progress is not None
-                and t >= p.blind_mid_progress * planned
-            ):
-                room = self._headroom(state, ctx, p.blind_mid_headroom)
-            if room is None:
+            tier = self._blind_tier(state, ctx, t, planned)
+            if tier is None:
                 stop = self._early_retreat(state, obs, ctx, planned, lr, blind=True)
                 if stop is None and t >= p.min_progress * planned and not state.get("blind_said"):
                     # From here the floor holds back a run the others would judge: said once, while the
@@ -392,7 +394,7 @@ class Outlook(Rule[OutlookParams]):
                 overfit=overfit,
                 loss=overriding,
                 blind=blind_floor,
-                headroom=room,
+                headroom=tier,
                 steady=p.steady_retreat_t if steady else None,
             )
         assert spent is not None
@@ -402,9 +404,9 @@ class Outlook(Rule[OutlookParams]):
             "rise_t": _finite(rise_t),
             "rising_t": p.rising_t,
             "blind_min_progress": blind_floor,
-            "headroom": room,
-            "blind_headroom": self._headroom_tier(room, progress)[0] if room is not None else None,
-            "headroom_floor": self._headroom_tier(room, progress)[1] if room is not None else None,
+            "headroom": tier.room if tier is not None else None,
+            "blind_headroom": tier.share if tier is not None else None,
+            "headroom_floor": tier.floor if tier is not None else None,
             **(loss or {}),
             **(overfit or {}),
         }
@@ -577,7 +579,9 @@ class Outlook(Rule[OutlookParams]):
         if e["blind_min_progress"] is not None:
             reason += _blind_said(e["blind_min_progress"])
         if e["headroom"] is not None and seen.value is not None:
-            reason += self._headroom_said(e["headroom"], e["progress"], seen.value)
+            reason += self._headroom_said(
+                e["headroom"], e["blind_headroom"], e["headroom_floor"], e["progress"], seen.value
+            )
         # The monitor read as its own validation loss (a minimised loss) fell by its own pace, said above: the
         # clause would repeat it. The evidence keeps it.
         if "loss_key" in e and e["loss_key"] != self.monitor:
@@ -600,14 +604,37 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         return pending and not (len(recent) == _NOISE_WINDOW and all(v == recent[0] for v in recent))
 
-    def _headroom(self, state: State, ctx: Context, share: float | None = None) -> float | None:
-        """How far the best is from the metric's perfect score, when that is at most ``share`` (by default
-        ``blind_headroom``) of the run's progress; else None. The perfect score is read as ``perfect`` reads
+    def _blind_tier(self, state: State, ctx: Context, t: int, planned: int) -> _Tier | None:
+        """The tier of headroom that lifts a blind run's later floor at step ``t``, if any: the first
+        (within ``blind_headroom`` of its progress from the metric's perfect score, from ``min_progress`` of
+        the plan), else the middle one (``blind_mid_headroom``, from ``blind_mid_progress``)."""
+        p = self.params
+        open_tiers = [
+            (share, floor)
+            for share, floor in (
+                (p.blind_headroom, p.min_progress),
+                (p.blind_mid_headroom, p.blind_mid_progress),
+            )
+            if share is not None and floor is not None and t >= floor * planned
+        ]
+        if not open_tiers:
+            return None
+        measured = self._room(state, ctx)
+        if measured is None:
+            return None
+        room, progress = measured
+        for share, floor in open_tiers:
+            if room <= share * progress:
+                return _Tier(room, share, floor)
+        return None
+
+    def _room(self, state: State, ctx: Context) -> tuple[float, float] | None:
+        """How far the best is from the metric's perfect score, and the run's progress (from its first value
+        to its best); None where the perfect score is unknown. The perfect score is read as ``perfect`` reads
         it, from the values this rule keeps (the first, the recent ones and the best, which is the highest in
         mode max and the lowest in mode min)."""
-        share = self.params.blind_headroom if share is None else share
         best, first = ctx.best.value, state["first"]
-        if share is None or best is None or first is None:
+        if best is None or first is None:
             return None
         kept = (first, best, *state["recent"])
         low, high = (min(kept), best) if self.mode == "max" else (best, max(kept))
@@ -621,24 +648,14 @@ class Outlook(Rule[OutlookParams]):
         )
         if perfect is None:
             return None
-        room = abs(best - perfect)
-        return room if room <= share * abs(best - first) else None
+        return abs(best - perfect), abs(best - first)
 
-    def _headroom_tier(self, room: float, progress: float) -> tuple[float | None, float | None]:
-        """The share of the progress that ``room`` is within and the floor it earns a blind run: the
-        first tier (``blind_headroom``, judged from ``min_progress``), else the middle one."""
-        p = self.params
-        if p.blind_headroom is not None and room <= p.blind_headroom * progress:
-            return p.blind_headroom, p.min_progress
-        return p.blind_mid_headroom, p.blind_mid_progress
-
-    def _headroom_said(self, room: float, progress: float, best: float) -> str:
+    def _headroom_said(self, room: float, share: float, floor: float, progress: float, best: float) -> str:
         perfect = best + room if self.mode == "max" else best - room
-        share, floor = self._headroom_tier(room, progress)
         return (
             f"neither a learning rate nor a validation loss is logged, but the best is within {room:.3g} of "
-            f"the metric's perfect score ({fmt(perfect)}), at most {share or 0.0:g} of its "
-            f"progress ({progress:.3g}), so it is judged from {floor or 0.0:g} of its plan; "
+            f"the metric's perfect score ({fmt(perfect)}), at most {share:g} of its "
+            f"progress ({progress:.3g}), so it is judged from {floor:g} of its plan; "
         )
 
     def _blind_alert(self, obs: Observation, planned: int, floor: float) -> Verdict:
@@ -829,7 +846,7 @@ class Outlook(Rule[OutlookParams]):
         overfit: dict[str, Any] | None = None,
         loss: dict[str, Any] | None = None,
         blind: float | None = None,
-        headroom: float | None = None,
+        headroom: _Tier | None = None,
         steady: float | None = None,
     ) -> Verdict:
         """The ``retreat`` stop, its sentence written from its evidence. ``early``: before the plan's
@@ -884,7 +901,9 @@ class Outlook(Rule[OutlookParams]):
         reason += f"; {_overfit_said(overfit)}" if overfit else "; "
         reason += _blind_said(blind) if blind is not None else ""
         reason += (
-            self._headroom_said(headroom, progress, best) if headroom is not None and best is not None else ""
+            self._headroom_said(headroom.room, headroom.share, headroom.floor, progress, best)
+            if headroom is not None and best is not None
+            else ""
         )
         reason += f"keep step {best_step}"
         return self.stop(
@@ -900,13 +919,9 @@ class Outlook(Rule[OutlookParams]):
                 "steady_retreat_t": steady,
                 "blind": early[2] if early else blind is not None,
                 "floor": early[1] if early else blind,
-                "headroom": headroom,
-                "blind_headroom": (
-                    self._headroom_tier(headroom, progress)[0] if headroom is not None else None
-                ),
-                "headroom_floor": (
-                    self._headroom_tier(headroom, progress)[1] if headroom is not None else None
-                ),
+                "headroom": headroom.room if headroom is not None else None,
+                "blind_headroom": headroom.share if headroom is not None else None,
+                "headroom_floor": headroom.floor if headroom is not None else None,
                 **(loss or {}),
                 **(overfit or {}),
             },
