@@ -116,6 +116,7 @@ def _curve(shape: dict[str, float], length: int, mode: str, seed: int) -> list[f
     plan=st.sampled_from([None, "exact", "double"]),
     chunk=st.integers(min_value=1, max_value=7),
     seed=st.integers(min_value=0, max_value=50),
+    loss=st.sampled_from([None, "falling", "wavy"]),
 )
 def test_the_default_stops_naming_the_step_checkpoint_saved_last(
     shape: dict[str, float],
@@ -126,16 +127,29 @@ def test_the_default_stops_naming_the_step_checkpoint_saved_last(
     plan: str | None,
     chunk: int,
     seed: int,
+    loss: str | None,
 ) -> None:
     """Whichever of the default's rules stops a run (perfect, degenerate, outlook, ...), the best step it
     names is the one ``should_checkpoint()`` was true at last: a loop that saves on the checkpoint verdict
-    and restores at the stop restores exactly the step the stop names."""
+    and restores at the stop restores exactly the step the stop names; so it is where a validation loss
+    breaks ties at the best (a later evaluation at the best value with a lower loss is saved too)."""
     policy = preset("default", monitor=monitor, mode=mode)  # type: ignore[arg-type]
     values = _curve(shape, length, mode, seed)
     third = max(1, length // 3)
     rates = {None: None, "constant": lambda i: 0.1, "steps": lambda i: 0.1 * 0.1 ** (i // third)}[rate]
+    losses = {
+        None: None,
+        "falling": lambda i: 1.0 / (1 + i),
+        "wavy": lambda i: 1.0 / (1 + i) + 0.3 * ((i * 7 + seed) % 5) / 5,
+    }[loss]
     observations = [
-        Observation(i, v, 1.0 + i, {"lr": rates(i)} if rates else {}) for i, v in enumerate(values)
+        Observation(
+            i,
+            v,
+            1.0 + i,
+            {**({"lr": rates(i)} if rates else {}), **({"val_loss": losses(i)} if losses else {})},
+        )
+        for i, v in enumerate(values)
     ]
     context = Context(planned_steps={None: None, "exact": length - 1, "double": 2 * length}[plan])
     states, verdicts = initial_states(policy), []

@@ -1619,7 +1619,9 @@ def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_fal
     assert (stop.step, stop.best_value) == (79, 0.75)  # held through the dip; the climb's best is kept
     monkeypatch.setattr("tracker.policy.rules._outlook.STEADY_STEPS", 0)
     early = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
-    assert (early.step, early.best_step) == (26, 13)
+    # 89/120 from step 13 to 17, the loss falling throughout: the checkpoint saved at the tie with the
+    # lowest loss (step 17) is the one the stop names (tie_loss_key, since 2026-11-28; step 13 before).
+    assert (early.step, early.best_step, early.evidence["kept_step"]) == (26, 17, 17)
     assert early.evidence["rise_t"] <= -5.0
 
 

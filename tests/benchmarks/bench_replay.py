@@ -35,12 +35,13 @@ from tests.benchmarks._frontier import (
     margin_interval,
     outcome,
     patience_frontier,
+    point_of,
 )
 from tests.benchmarks._report import percentile
 from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
-from tracker.replay._simulate import replay_curve
+from tracker.replay._simulate import RunResult, replay_curve
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
 DEFAULT_CURVES = SHARED / "opda_curves.jsonl"
@@ -112,19 +113,20 @@ def candidates() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def replay_stops(rules: list[dict[str, Any]], source: Source) -> tuple[list[int], dict[str, int]]:
-    """Where the policy stops each run of the source, and how many stops each rule made."""
+def replay_runs(rules: list[dict[str, Any]], source: Source) -> tuple[list[RunResult], dict[str, int]]:
+    """Each run of the source replayed under the policy (where it stops, which checkpoint it keeps), and
+    how many stops each rule made."""
     policy = PolicySpec.model_validate({"monitor": "val", "mode": source.mode, "rules": rules})
     results = [replay_curve(policy, c) for c in source.curves]
     counts: dict[str, int] = defaultdict(int)
     for r in results:
         counts[r.stopped_by or "-"] += 1
-    return [r.stop_index for r in results], dict(counts)
+    return results, dict(counts)
 
 
 def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, dict[str, int]]:
-    stops, counts = replay_stops(rules, source)
-    return outcome(source.curves, stops, source.mode), counts
+    results, counts = replay_runs(rules, source)
+    return point_of(results), counts
 
 
 def watched_alone(sources: dict[str, Source], frontiers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -240,8 +242,14 @@ def main() -> None:
         clairvoyant = outcome(src.curves, clairvoyant_stops(src.curves, src.mode), src.mode)
         ceilings[name] = margin(clairvoyant, frontier)
         if args.resamples:
-            stops, _ = replay_stops(DEFAULT_RULES, src)
-            intervals[name] = margin_interval(src.curves, stops, src.mode, resamples=args.resamples)
+            runs, _ = replay_runs(DEFAULT_RULES, src)
+            intervals[name] = margin_interval(
+                src.curves,
+                [r.stop_index for r in runs],
+                src.mode,
+                resamples=args.resamples,
+                kept=[r.kept_index for r in runs],
+            )
     # With a series already dropped by --without the table above is a condition of its own: no second one.
     alone = {} if args.without else watched_alone(sources, frontiers)
     result = {

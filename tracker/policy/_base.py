@@ -75,7 +75,7 @@ class Rule(ABC, Generic[P]):
     # ``quiet_on_plain_points`` rules say nothing and leave their state as it is on a finite value that sets
     # no new best under their own test (checkpoint, non_finite): the engine does not call them there, which
     # on most points of a run is most points.
-    quiet_on_plain_points: ClassVar[bool] = False
+    quiet_on_plain_points: bool = False
 
     def watch_key(self) -> str:
         """The key whose points drive this rule: the monitored metric, or a per-rank rule's own key."""
@@ -94,6 +94,12 @@ class Rule(ABC, Generic[P]):
     def required_keys(self) -> tuple[str, ...]:
         """Metric keys besides the monitored one this rule reads from ``Observation.extras``."""
         return ()
+
+    def kept(self, state: State, stop: Verdict) -> Verdict:
+        """``stop`` (any rule's) naming the model to keep as this rule, in ``state``, saved it: the
+        ``checkpoint`` rule that breaks ties at the best by a loss names the tie it saved last. Others
+        return ``stop`` unchanged."""
+        return stop
 
     @abstractmethod
     def initial_state(self) -> State:

@@ -295,6 +295,13 @@ def _quiet(judges: list[_Judge]) -> list[_Judge]:
     return [judge for judge in judges if not (judge.rule.quiet_on_plain_points and judge.alpha is None)]
 
 
+def _kept(rules: list[Rule[Any]], current: list[dict[str, Any]], stop: Verdict) -> Verdict:
+    """``stop`` naming the model the policy's checkpoints kept (:meth:`Rule.kept`): once per stop."""
+    for rule, wrapper in zip(rules, current, strict=True):
+        stop = rule.kept(wrapper["s"], stop)
+    return stop
+
+
 def _vote(verdict: Verdict) -> dict[str, Any]:
     """A convergence rule's stop under ``combine: all``, as its wrapper keeps it until every rule agrees."""
     return {
@@ -376,7 +383,7 @@ def evaluate(
                 continue
             wrapper["stopped"] = True
             if stops_alone:
-                verdicts.append(verdict)
+                verdicts.append(_kept(rules, current, verdict))
                 stop_step = obs.step
             elif wrapper["vote"] is None:
                 wrapper["vote"] = _vote(verdict)
@@ -384,7 +391,7 @@ def evaluate(
         if stop_step is None and combine_all:
             combined = _combined(rules, current, obs.step)
             if combined is not None:
-                verdicts.append(combined)
+                verdicts.append(_kept(rules, current, combined))
                 stop_step = obs.step
         if stop_step is not None:
             break

@@ -194,7 +194,7 @@ TRAIN_LOSS_NAMES = ["train_loss", "train/loss", "training_loss", "train_loss_epo
 DEFAULT_RULES: list[dict[str, Any]] = [
     {"rule": "non_finite"},
     {"rule": "divergence", "run_factor": 10.0, "confirm": 2},
-    {"rule": "checkpoint"},
+    {"rule": "checkpoint", "tie_loss_key": VAL_LOSS_NAMES},
     {"rule": "perfect"},
     {
         "rule": "degenerate",

@@ -14,6 +14,7 @@ from tracker.policy import (
     Mode,
     Observation,
     PolicySpec,
+    Verdict,
     cut_of,
     evaluate,
     initial_states,
@@ -23,8 +24,10 @@ from tracker.replay._curves import Curve
 
 @dataclass(frozen=True)
 class RunResult:
-    """Where the policy stopped a curve (``stop_index``, the last checkpoint trained) and which
-    checkpoint it kept (the best watched value up to there, as the ``checkpoint`` rule saves it)."""
+    """Where the policy stopped a curve (``stop_index``, the last checkpoint trained), which checkpoint it
+    kept (the best watched value up to there, as the ``checkpoint`` rule saves it, a tie at that value
+    broken by a loss where the rule breaks ties) and the full run's best (``full_best_index``: the first
+    evaluation at the best watched value of the whole curve, one reference for every policy)."""
 
     curve: Curve
     stop_index: int
@@ -61,6 +64,20 @@ def best_index(values: Sequence[float], upto: int, mode: Mode) -> int:
         if math.isfinite(v) and (best is None or (v > best if mode == "max" else v < best)):
             chosen, best = i, v
     return chosen
+
+
+def _kept_index(curve: Curve, verdicts: Sequence[Verdict], stop_index: int, mode: Mode) -> int:
+    """The checkpoint the run kept up to ``stop_index``: the first evaluation at its best watched value,
+    or a later one at that same value that the ``checkpoint`` rule saved, breaking the tie by a loss
+    (``tie_loss_key``). A checkpoint saved only past a margin or a warm-up is not read here: the kept model
+    is the best value's, as the replay has always scored it."""
+    kept = best_index(curve.watch, stop_index, mode)
+    ties = [v.step for v in verdicts if v.action == "checkpoint" and v.evidence.get("tie")]
+    if ties:
+        tied = curve.steps.index(ties[-1])
+        if kept < tied <= stop_index and curve.watch[tied] == curve.watch[kept]:
+            return tied
+    return kept
 
 
 class SweepCohort:
@@ -150,7 +167,7 @@ def replay_curve(policy: PolicySpec, curve: Curve, cohort: SweepCohort | None = 
     return RunResult(
         curve=curve,
         stop_index=stop_index,
-        kept_index=best_index(curve.watch, stop_index, policy.mode),
+        kept_index=_kept_index(curve, evaluation.verdicts, stop_index, policy.mode),
         full_best_index=best_index(curve.watch, last, policy.mode),
         stopped_by=stopped_by,
         mode=policy.mode,
