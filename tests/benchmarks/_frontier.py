@@ -54,42 +54,27 @@ class Point:
 
 
 def results_at(
-    curves: Sequence[Curve],
-    stops: Sequence[int],
-    mode: Mode,
-    by: Sequence[str | None] | None = None,
-    kept: Sequence[int] | None = None,
+    curves: Sequence[Curve], stops: Sequence[int], mode: Mode, by: Sequence[str | None] | None = None
 ) -> list[RunResult]:
     """Each curve stopped at its index in ``stops`` (by the rule in ``by``), keeping its best checkpoint up
-    to there, as the engine's replay reports it (or the checkpoint at its index in ``kept``: a policy that
-    breaks ties at the best keeps a later one)."""
+    to there, as the engine's replay reports it."""
     return [
         RunResult(
             curve=c,
             stop_index=s,
-            kept_index=best_index(c.watch, s, mode) if k is None else k,
+            kept_index=best_index(c.watch, s, mode),
             full_best_index=best_index(c.watch, len(c.watch) - 1, mode),
             stopped_by=b,
             mode=mode,
         )
-        for c, s, b, k in zip(
-            curves, stops, by or [None] * len(stops), kept or [None] * len(stops), strict=True
-        )
+        for c, s, b in zip(curves, stops, by or [None] * len(stops), strict=True)
     ]
 
 
-def point_of(results: Sequence[RunResult]) -> Point:
-    """Compute saved and mean regret of replayed runs."""
-    report = summarise("", list(results), sweep=False)
+def outcome(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> Point:
+    """Compute saved and mean regret when each curve stops at its index in ``stops``."""
+    report = summarise("", results_at(curves, stops, mode), sweep=False)
     return Point(report.compute_saved, report.mean_regret)
-
-
-def outcome(
-    curves: Sequence[Curve], stops: Sequence[int], mode: Mode, kept: Sequence[int] | None = None
-) -> Point:
-    """Compute saved and mean regret when each curve stops at its index in ``stops`` (keeping its
-    checkpoint at ``kept``, if given)."""
-    return point_of(results_at(curves, stops, mode, kept=kept))
 
 
 def patience_frontier(
@@ -145,10 +130,8 @@ class RunCosts:
         return Point((full - used) / full if full > 0 else 0.0, regret)
 
 
-def run_costs(
-    curves: Sequence[Curve], stops: Sequence[int], mode: Mode, kept: Sequence[int] | None = None
-) -> RunCosts:
-    results = results_at(curves, stops, mode, kept=kept)
+def run_costs(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> RunCosts:
+    results = results_at(curves, stops, mode)
     return RunCosts(
         full=[r.cost_full for r in results],
         used=[r.cost_used for r in results],
@@ -172,13 +155,12 @@ def margin_interval(
     resamples: int = 1000,
     level: float = 0.9,
     seed: int = 0,
-    kept: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """A bootstrap interval of the margin of the policy that stopped each curve at ``stops``: the runs are
     resampled with replacement and the patience-k frontier is recomputed on every resample, so the interval
     says how much of a margin is the draw of runs (a source of 40 runs moves a margin by several points)."""
     rng = random.Random(seed)
-    policy = run_costs(curves, stops, mode, kept)
+    policy = run_costs(curves, stops, mode)
     per_curve = [patience_stops(c.watch, FRONTIER_K, mode) for c in curves]
     frontier = [run_costs(curves, [s[k] for s in per_curve], mode) for k in FRONTIER_K]
     n = len(curves)

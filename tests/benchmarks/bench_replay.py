@@ -35,13 +35,12 @@ from tests.benchmarks._frontier import (
     margin_interval,
     outcome,
     patience_frontier,
-    point_of,
 )
 from tests.benchmarks._report import percentile
 from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
 from tracker.policy.presets import DEFAULT_RULES
 from tracker.replay._curves import Curve, load_jsonl
-from tracker.replay._simulate import RunResult, replay_curve
+from tracker.replay._simulate import RunResult, best_index, replay_curve
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
 DEFAULT_CURVES = SHARED / "opda_curves.jsonl"
@@ -125,8 +124,21 @@ def replay_runs(rules: list[dict[str, Any]], source: Source) -> tuple[list[RunRe
 
 
 def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, dict[str, int]]:
+    """The policy's compute saved and mean regret on the source, scored as patience-k is: each run keeps
+    the first evaluation at its best up to the stop. A margin so measures where a rule stops; what a
+    checkpoint that breaks ties keeps besides is :func:`kept_scores`'s."""
     results, counts = replay_runs(rules, source)
-    return point_of(results), counts
+    return outcome(source.curves, [r.stop_index for r in results], source.mode), counts
+
+
+def kept_scores(rules: list[dict[str, Any]], source: Source) -> tuple[float, float]:
+    """Mean held-out score of the model kept under the policy's stops: the first evaluation at the best,
+    and the checkpoint the policy's ``checkpoint`` rule kept (a tie at the best broken by the validation
+    loss, with ``tie_loss_key``)."""
+    results, _ = replay_runs(rules, source)
+    first = sum(r.curve.score[best_index(r.curve.watch, r.stop_index, source.mode)] for r in results)
+    kept = sum(r.curve.score[r.kept_index] for r in results)
+    return first / len(results), kept / len(results)
 
 
 def watched_alone(sources: dict[str, Source], frontiers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -244,11 +256,7 @@ def main() -> None:
         if args.resamples:
             runs, _ = replay_runs(DEFAULT_RULES, src)
             intervals[name] = margin_interval(
-                src.curves,
-                [r.stop_index for r in runs],
-                src.mode,
-                resamples=args.resamples,
-                kept=[r.kept_index for r in runs],
+                src.curves, [r.stop_index for r in runs], src.mode, resamples=args.resamples
             )
     # With a series already dropped by --without the table above is a condition of its own: no second one.
     alone = {} if args.without else watched_alone(sources, frontiers)
@@ -267,6 +275,7 @@ def main() -> None:
                 "margin": margins["default"][name],
                 "margin_90": intervals.get(name),
                 "ceiling": ceilings[name],
+                "kept_score": kept_scores(DEFAULT_RULES, src),
             }
             for name, src in sources.items()
         },
@@ -297,10 +306,14 @@ def _print_targets(condition: str, rows: dict[str, dict[str, Any]]) -> None:
 
 
 def print_tables(result: dict[str, Any]) -> None:
-    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin [90%]", "ceiling", "default's stops"]
+    heads = [f"patience-{k}" for k in TABLE_K] + ["default", "margin [90%]", "ceiling", "kept score"]
+    heads.append("default's stops")
     print("Per run: compute saved / mean regret (scored on val2, a held-out split). margin [90%]: the")
     print("default's margin over the patience-k frontier, with a bootstrap interval over the runs; ceiling:")
-    print("the margin of a clairvoyant rule that stops every run at its watched metric's best\n")
+    print("the margin of a clairvoyant rule that stops every run at its watched metric's best. Every policy")
+    print("is scored on the first evaluation at its best, as patience-k keeps it; kept score: the mean val2")
+    print("of the model kept under the default's stops, that first evaluation -> the checkpoint the default")
+    print("kept (a tie at the best broken by the validation loss)\n")
     print("| family | source | runs | " + " | ".join(heads) + " |")
     print("|---|---|---|" + "---|" * len(heads))
     for name, r in result["sources"].items():
@@ -311,7 +324,9 @@ def print_tables(result: dict[str, Any]) -> None:
             low, high = r["margin_90"]
             shown += f" [{100 * low:+.1f}, {100 * high:+.1f}]"
         ceiling = f"{100 * r['ceiling']:+.1f} pp"
-        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", shown, ceiling, _stops_said(r["stopped_by"])]
+        first, kept = r["kept_score"]
+        cells += [f"{d['saved']:.3f} / {d['regret']:.4f}", shown, ceiling, f"{first:.4f} -> {kept:.4f}"]
+        cells.append(_stops_said(r["stopped_by"]))
         print(f"| {r['family']} | {name} | {r['runs']} | " + " | ".join(cells) + " |")
     _print_targets("every series the curves carry", result["sources"])
     if result["alone"]:
