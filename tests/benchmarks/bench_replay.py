@@ -131,12 +131,11 @@ def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, di
     return outcome(source.curves, [r.stop_index for r in results], source.mode), counts
 
 
-def kept_scores(rules: list[dict[str, Any]], source: Source) -> tuple[float, float]:
-    """Mean held-out score of the model kept under the policy's stops: the first evaluation at the best,
-    and the checkpoint the policy's ``checkpoint`` rule kept (a tie at the best broken by the validation
-    loss, with ``tie_loss_key``)."""
-    results, _ = replay_runs(rules, source)
-    first = sum(r.curve.score[best_index(r.curve.watch, r.stop_index, source.mode)] for r in results)
+def kept_scores(results: Sequence[RunResult], mode: Mode) -> tuple[float, float]:
+    """Mean held-out score of the model kept under replayed stops: the first evaluation at the best, and
+    the checkpoint the policy's ``checkpoint`` rule kept (a tie at the best broken by the validation loss,
+    with ``tie_loss_key``)."""
+    first = sum(r.curve.score[best_index(r.curve.watch, r.stop_index, mode)] for r in results)
     kept = sum(r.curve.score[r.kept_index] for r in results)
     return first / len(results), kept / len(results)
 
@@ -248,13 +247,14 @@ def main() -> None:
     }
     seconds = time.perf_counter() - started
     p50, p99 = evaluation_cost(sources)
-    intervals, ceilings = {}, {}
+    intervals, ceilings, kept = {}, {}, {}
     for name, src in sources.items():
         frontier = list(frontiers[name].values())
         clairvoyant = outcome(src.curves, clairvoyant_stops(src.curves, src.mode), src.mode)
         ceilings[name] = margin(clairvoyant, frontier)
+        runs, _ = replay_runs(DEFAULT_RULES, src)
+        kept[name] = kept_scores(runs, src.mode)
         if args.resamples:
-            runs, _ = replay_runs(DEFAULT_RULES, src)
             intervals[name] = margin_interval(
                 src.curves, [r.stop_index for r in runs], src.mode, resamples=args.resamples
             )
@@ -275,7 +275,7 @@ def main() -> None:
                 "margin": margins["default"][name],
                 "margin_90": intervals.get(name),
                 "ceiling": ceilings[name],
-                "kept_score": kept_scores(DEFAULT_RULES, src),
+                "kept_score": kept[name],
             }
             for name, src in sources.items()
         },
