@@ -212,7 +212,9 @@ class Run:
 
     def should_checkpoint(self, *, deferred: bool = False) -> bool:
         """True when the monitored step logged last is a new best: save the model now, and the saved
-        network is the one of ``run.latest.best_step`` when the run stops. True once per new best.
+        network is the one of ``run.latest.best_step`` when the run stops. True once per new best; under
+        the default policy also at an evaluation that equals the best with a lower validation loss than the
+        one saved (``checkpoint``'s ``tie_loss_key``), which the stop then names.
 
         Waits like :meth:`should_stop` for the verdict on the step logged last. When no verdict for it
         could be had (tracker away or slower than ``decision_timeout``), it answers as the loop can: True
