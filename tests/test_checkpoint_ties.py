@@ -13,6 +13,7 @@ from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_s
 from tracker.policy.presets import preset
 from tracker.replay._curves import Curve
 from tracker.replay._simulate import replay_curve
+from tracker.schemas._common import json_safe
 
 _TIES = {"rule": "checkpoint", "tie_loss_key": "val_loss"}
 
@@ -28,14 +29,16 @@ def _saved(
     values: list[float], losses: list[float | None], *, mode: str = "max", rule: dict | None = None
 ) -> list[int]:
     """The steps a policy of the checkpoint rule alone saves, fed one point a batch with its state stored
-    as JSON in between (as the tracker stores it)."""
+    as the tracker stores it in between (non-finite floats spelt as strings, through JSON); the rule never
+    fails on the way."""
     policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": mode, "rules": [rule or _TIES]})
     states, saved = initial_states(policy), []
     for step, (value, loss) in enumerate(zip(values, losses, strict=True)):
         extras = {} if loss is None else {"val_loss": loss}
         evaluation = evaluate(policy, states, [Observation(step, value, 0.0, extras)])
+        assert [v.action for v in evaluation.verdicts if v.action != "checkpoint"] == []
         saved += [v.step for v in evaluation.verdicts if v.action == "checkpoint"]
-        states = json.loads(json.dumps(evaluation.states))
+        states = json.loads(json.dumps(json_safe(evaluation.states)))
     return saved
 
 
@@ -53,6 +56,9 @@ def _saved(
         # No loss at the saved checkpoint, or a NaN one at the tie: nothing to compare, no tie broken.
         ([0.9, 0.9, 0.9], [None, 0.3, 0.2], [0]),
         ([0.9, 0.9, 0.9], [0.5, math.nan, 0.4], [0, 2]),
+        # A NaN or infinite loss at the best, stored between batches: no bar, no tie broken until a new best.
+        ([0.9, 0.9, 0.9], [math.nan, 0.3, 0.2], [0]),
+        ([0.8, 0.9, 0.9], [0.5, math.inf, 0.2], [0, 1]),
         # A loss of -inf at the tie is no finite loss either.
         ([0.9, 0.9], [0.5, -math.inf], [0]),
         # A tie without the loss logged at it: kept as it was.

@@ -68,7 +68,10 @@ class Checkpoint(Rule[CheckpointParams]):
         if self._tie_names:  # the loss at the saved checkpoint, which a later tie must beat
             state.pop("kept_key", None)
             state["kept"], state["kept_value"] = obs.step, obs.value
-            state["kept_loss"] = self._tie_names.read(obs.extras) if obs.extras else None
+            loss = self._tie_names.read(obs.extras) if obs.extras else None
+            # Finite or None: a stored state spells NaN and +-inf as strings (JSON columns refuse them), and a
+            # string here would fail the next tie's comparison.
+            state["kept_loss"] = loss if loss is not None and math.isfinite(loss) else None
         # A new best and the best before it are finite (NaN and +-inf are never a best), so they are
         # formatted as fmt formats finite values, inline: this runs on every new best.
         if previous is None:
