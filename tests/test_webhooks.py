@@ -10,9 +10,10 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -119,6 +120,17 @@ def wait_until(condition, timeout: float = 30.0) -> bool:
     return condition()
 
 
+def settled_log(get: Callable[[str], httpx.Response], path: str, timeout: float = 10.0) -> dict[str, Any]:
+    """The deliveries log once no delivery in it is pending: a receiver holds the request before the
+    tracker has read its answer and written the outcome, so the log can lag what a receiver saw."""
+    log: dict[str, Any] = get(path).json()
+    deadline = time.monotonic() + timeout
+    while any(d["status"] == "pending" for d in log["data"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        log = get(path).json()
+    return log
+
+
 def test_receiver_down_for_a_while_gets_every_event_signed_once(fast_tracker: TrackerProcess) -> None:
     receiver = Receiver(free_port(), failures=5)
     try:
@@ -135,7 +147,9 @@ def test_receiver_down_for_a_while_gets_every_event_signed_once(fast_tracker: Tr
         assert stop["run"]["id"] == run_id
         assert stop["decision"]["rule"] == "patience"
         assert "has not improved" in stop["decision"]["reason"]
-        log = httpx.get(f"{fast_tracker.url}/api/v1/projects/{project}/webhooks/{hook_id}/deliveries").json()
+        log = settled_log(
+            httpx.get, f"{fast_tracker.url}/api/v1/projects/{project}/webhooks/{hook_id}/deliveries"
+        )
         assert {d["status"] for d in log["data"]} == {"delivered"}
         attempts = sum(d["attempts"] for d in log["data"])
         delivered, seen = log["count"], receiver.attempts
@@ -245,7 +259,7 @@ def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
                 f"webhooks: another project's 4 events delivered in {took:.2f} s beside a trickling receiver"
             )
             assert took < 2.5  # before: behind the trickler's batch, for as long as it trickled
-            fast_log = client.get(f"/api/v1/projects/{project}/webhooks/{hook_id}/deliveries").json()
+            fast_log = settled_log(client.get, f"/api/v1/projects/{project}/webhooks/{hook_id}/deliveries")
             assert {d["status"] for d in fast_log["data"]} == {"delivered"}
         # The trickler's attempts end at their deadline and are retried.
         assert wait_until(lambda: slow.attempts >= 8, timeout=15)
