@@ -194,3 +194,35 @@ def test_asha_compares_runs_at_their_first_checkpoint_past_a_rung(client: httpx.
     assert bad_answer["decision"]["evidence"]["runs_at_rung"] == 4  # the three, and the good run at 250
     assert late_answer["decision"]["action"] == "stop"  # 0.8 at 1000 against 0.7, 0.8, 0.9, 0.97
     assert late_answer["decision"]["evidence"]["rung"] == 729
+
+
+def test_a_tie_is_broken_only_by_the_loss_logged_at_that_evaluation(client: httpx.Client) -> None:
+    """The tracker hands a rule a key missing at a step at its latest earlier step. A validation loss that
+    arrives in a later batch than its accuracy must not break a tie with the previous evaluation's loss:
+    the checkpoint would be saved at the wrong step, on a loss this model never had."""
+    run = create_run(client, {"monitor": "val/acc", "mode": "max", "rules": [_TIES]})
+
+    def acc(step: int, value: float) -> dict:
+        return {"key": "val/acc", "step": step, "value": value}
+
+    def loss(step: int, value: float) -> dict:
+        return {"key": "val/loss", "step": step, "value": value}
+
+    post(client, run["id"], [acc(0, 0.5), loss(0, 1.0)])  # the best, saved with its loss
+    post(client, run["id"], [acc(1, 0.4), loss(1, 0.7)])  # below the best, a lower loss
+    tied = post(client, run["id"], [acc(2, 0.5)])  # a tie; its loss comes later (0.7 is step 1's)
+    post(client, run["id"], [loss(2, 1.2)])
+    assert tied["decisions"] == []
+    # The same tie with its loss in one batch is broken, and so is one whose loss came first.
+    post(client, run["id"], [acc(3, 0.5), loss(3, 0.6)])
+    post(client, run["id"], [loss(4, 0.5)])
+    post(client, run["id"], [acc(4, 0.5)])
+    saved = [
+        (d["step"], d["evidence"].get("tie_loss"))
+        for d in client.get(f"/api/v1/runs/{run['id']}/decisions").json()["data"]
+        if d["action"] == "checkpoint"
+    ]
+    assert saved == [(0, None), (3, 0.6), (4, 0.5)]
+
+
+_TIES = {"rule": "checkpoint", "tie_loss_key": "val/loss"}

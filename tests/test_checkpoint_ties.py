@@ -73,6 +73,22 @@ def test_a_tie_at_the_best_with_a_lower_loss_is_saved(
     assert _saved(values, losses) == saved
 
 
+def test_a_loss_read_from_an_earlier_step_breaks_no_tie_and_sets_no_bar() -> None:
+    """A loss the tracker read at an earlier step (``stale``) is not this evaluation's: at a tie it breaks
+    nothing, and at a new best it is no bar for the ties after it."""
+    policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max", "rules": [_TIES]})
+    stale = frozenset({"val_loss"})
+    obs = [
+        Observation(0, 0.9, 0.0, {"val_loss": 0.5}),
+        Observation(1, 0.8, 0.0, {"val_loss": 0.3}),
+        Observation(2, 0.9, 0.0, {"val_loss": 0.3}, 0, stale),  # step 1's loss, not this model's: no tie
+        Observation(3, 0.95, 0.0, {"val_loss": 0.3}, 0, stale),  # a new best, its own loss unknown
+        Observation(4, 0.95, 0.0, {"val_loss": 0.2}),  # no bar to beat: kept at 3
+    ]
+    evaluation = evaluate(policy, initial_states(policy), obs)
+    assert [v.step for v in evaluation.verdicts if v.action == "checkpoint"] == [0, 3]
+
+
 def test_without_tie_loss_key_a_tie_is_never_saved() -> None:
     """Off by default, as Keras' and Lightning's checkpoints: the first evaluation at the best is kept."""
     assert _saved([0.9, 0.9, 0.9], [0.5, 0.4, 0.3], rule={"rule": "checkpoint"}) == [0]

@@ -143,7 +143,7 @@ def _smoothed(
     if alpha is None or not math.isfinite(obs.value):
         return obs, previous
     value = obs.value if previous is None else alpha * obs.value + (1 - alpha) * previous
-    return Observation(obs.step, value, obs.wall_time, obs.extras), value
+    return Observation(obs.step, value, obs.wall_time, obs.extras, obs.rank, obs.stale), value
 
 
 def evaluate_per_rank(

@@ -18,6 +18,10 @@ Ties = Literal["wait", "improve"]
 class Observation:
     """The monitored metric at one step, with the other keys rules asked for (``extras``) at that step.
 
+    A key logged less often than the monitored one, or not yet at this step, is read at its latest step
+    before this one and named in ``stale``: a trend (a loss watched for divergence) may read it so, a
+    comparison of this very evaluation (the loss that breaks a tie at the best) may not.
+
     Time comes in as data: rules read no clock.
     """
 
@@ -26,6 +30,7 @@ class Observation:
     wall_time: float
     extras: Mapping[str, float] = field(default_factory=dict)
     rank: int = 0
+    stale: frozenset[str] = frozenset()
 
 
 class Cohort(Protocol):

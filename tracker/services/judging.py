@@ -46,6 +46,7 @@ class Judged:
 
 
 NOTHING = Judged([], 0, 0, [])
+_FRESH: frozenset[str] = frozenset()  # no key read from an earlier step
 
 
 def judge(
@@ -119,8 +120,10 @@ def _judge_ready(
     """Run the policy over the monitored steps ready to be judged, in order, with the values of the keys
     its rules read at those steps and the experiment's cohort; sets the run's stop. Returns the new
     states, the verdicts, and the rungs judged without a view."""
-    extras = _extras(session, run.id, key_ids, fresh, policy.companion_keys(), [r.step for r in ready])
-    observations = [Observation(r.step, r.value, r.wall_time, extras[r.step]) for r in ready]
+    extras, stale = _extras(session, run.id, key_ids, fresh, policy.companion_keys(), [r.step for r in ready])
+    observations = [
+        Observation(r.step, r.value, r.wall_time, extras[r.step], 0, stale.get(r.step, _FRESH)) for r in ready
+    ]
     cohort = ExperimentCohort(session, run, monitor_id)
     context = Context(planned_steps=run.planned_steps, cohort=cohort)
     evaluation = evaluate(policy, states, observations, context)
@@ -330,12 +333,14 @@ def _extras(
     fresh: NewPoints,
     keys: tuple[str, ...],
     steps: list[int],
-) -> dict[int, dict[str, float]]:
+) -> tuple[dict[int, dict[str, float]], dict[int, frozenset[str]]]:
     """For each judged step, the rank-0 values of ``keys`` at that step: from this batch, else the latest
-    stored value at or before the step (a key logged less often than the monitored one)."""
+    stored value at or before the step (a key logged less often than the monitored one); and, per step,
+    the keys whose value was read from an earlier step (steps with none are left out)."""
     extras: dict[int, dict[str, float]] = {step: {} for step in steps}
+    stale: dict[int, frozenset[str]] = {}
     if not keys:
-        return extras
+        return extras, stale
     by_key = {key_ids[k]: k for k in keys if k in key_ids}
     for key_id, key in by_key.items():
         points = fresh.get((key_id, 0), {})
@@ -349,7 +354,7 @@ def _extras(
     }
     absent = {key: missing for key, missing in absent.items() if missing}
     if not absent:
-        return extras
+        return extras, stale
     # One lookup for the ids of the absent keys this run has stored on rank 0: a policy names several
     # spellings of each series (tens of names), and a shared tracker holds many of them for other runs.
     rows = session.execute(_STORED_KEY_IDS, {"names": sorted(absent), "run_id": run_id})
@@ -363,10 +368,12 @@ def _extras(
         )
         known = list(zip(stored.steps.tolist(), stored.values.tolist(), strict=True))
         for step in missing:
-            earlier = [value for s, value in known if s <= step]
+            earlier = [(s, value) for s, value in known if s <= step]
             if earlier:
-                extras[step][key] = earlier[-1]
-    return extras
+                at, extras[step][key] = earlier[-1]
+                if at < step:
+                    stale[step] = stale.get(step, _FRESH) | {key}
+    return extras, stale
 
 
 def _save_states(

@@ -36,7 +36,8 @@ class Checkpoint(Rule[CheckpointParams]):
     evaluation that equals the best with a lower loss than the one saved.
 
     NaN and +-inf are never a new best. Steps below ``warmup`` are skipped. Ties as in ``patience``; a tie
-    broken by the loss needs a finite loss both at the saved checkpoint and at the tie.
+    broken by the loss needs a finite loss logged at the step itself, both at the saved checkpoint and at
+    the tie (a loss read from an earlier step breaks none).
     """
 
     name = "checkpoint"
@@ -68,7 +69,7 @@ class Checkpoint(Rule[CheckpointParams]):
         if self._tie_names:  # the loss at the saved checkpoint, which a later tie must beat
             state.pop("kept_key", None)
             state["kept"], state["kept_value"] = obs.step, obs.value
-            loss = self._tie_names.read(obs.extras) if obs.extras else None
+            loss = self._fresh_loss(obs)
             # Finite or None: a stored state spells NaN and +-inf as strings (JSON columns refuse them), and a
             # string here would fail the next tie's comparison.
             state["kept_loss"] = loss if loss is not None and math.isfinite(loss) else None
@@ -100,10 +101,20 @@ class Checkpoint(Rule[CheckpointParams]):
         )
         return state, verdict
 
+    def _fresh_loss(self, obs: Observation) -> float | None:
+        """The loss logged at this very evaluation, or None: one read from an earlier step (logged less
+        often, or arriving in a later batch than the monitored value) says nothing of this model."""
+        if not obs.extras:
+            return None
+        loss = self._tie_names.read(obs.extras)
+        if loss is not None and obs.stale and self._tie_names.read_name(obs.extras) in obs.stale:
+            return None
+        return loss
+
     def _tie(self, state: State, obs: Observation) -> Verdict | None:
         """The checkpoint of an evaluation equal to the best with a lower loss than the saved one, or None."""
         kept_loss = state.get("kept_loss")
-        loss = self._tie_names.read(obs.extras)
+        loss = self._fresh_loss(obs)
         if kept_loss is None or loss is None or not math.isfinite(loss) or not loss < kept_loss:
             return None
         name = self._tie_names.read_name(obs.extras)
