@@ -137,11 +137,28 @@ def test_a_stop_names_the_tie_saved_last_as_the_model_to_keep() -> None:
     evaluation = evaluate(policy, initial_states(policy), obs)
     stop = evaluation.verdicts[-1]
     assert (stop.rule, stop.step, stop.best_step, stop.best_value) == ("patience", 4, 2, 0.9)
-    assert stop.reason.endswith(
-        "; step 2 equals that best with a lower val_loss (0.3), so the checkpoint saved there is the one to "
-        "keep"
+    assert stop.reason == (
+        "val/acc has not improved on 0.9 (step 1) for 3 evaluations (patience 3); keep step 2: it equals "
+        "that best with a lower val_loss (0.3), the checkpoint saved last at that best"
     )
     assert (stop.evidence["kept_step"], stop.evidence["kept_loss"]) == (2, 0.3)
+
+
+def test_a_stop_that_said_which_step_to_keep_names_the_tie_instead() -> None:
+    """A rule whose sentence ends "keep step N" (the default's outlook) names the tie as the step to keep,
+    and N as where the best was first reached: one step to keep in the sentence, the one in best_step."""
+    policy = preset("default", monitor="val/acc", mode="max")
+    values = [0.3, 0.6, 0.8] + [0.9] * 60
+    obs = [Observation(i, v, 0.0, {"val/loss": 1.0 / (i + 1)}) for i, v in enumerate(values)]
+    evaluation = evaluate(policy, initial_states(policy), obs, Context(planned_steps=60))
+    stop = evaluation.verdicts[-1]
+    assert (stop.action, stop.best_step) == ("stop", stop.step)
+    assert "keep step 3" not in stop.reason
+    assert stop.reason.endswith(
+        f"its best first reached at step 3 (0.9); keep step {stop.step}: it equals that best with a lower "
+        f"val/loss ({1.0 / (stop.step + 1):.6g}), the checkpoint saved last at that best"
+    )
+    assert stop.reason.count("keep step") == 1
 
 
 def test_a_stop_after_a_new_best_names_that_best() -> None:

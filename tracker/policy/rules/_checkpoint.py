@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from typing import Literal
 
@@ -156,11 +157,18 @@ class Checkpoint(Rule[CheckpointParams]):
         ):
             return stop
         loss, name = state["kept_loss"], state["kept_key"]
+        # The rule said which step to keep before the tie moved it: that step is now where the best was
+        # first reached, and the sentence names the one to keep once.
+        said = re.sub(
+            rf"\bkeep step {stop.best_step}\b",
+            f"its best first reached at step {stop.best_step}",
+            stop.reason,
+        )
         return replace(
             stop,
             reason=(
-                f"{stop.reason}; step {kept} equals that best with a lower {name} ({loss:.6g}), so the "
-                "checkpoint saved there is the one to keep"
+                f"{said}; keep step {kept}: it equals that best with a lower {name} ({loss:.6g}), the "
+                "checkpoint saved last at that best"
             ),
             evidence={**stop.evidence, "kept_step": kept, "kept_loss": loss, "kept_loss_key": name},
             best_step=kept,
