@@ -76,6 +76,7 @@ def test_convergence_times_come_from_decisions_and_point_timestamps(client: http
     assert convergence["monitor"] == "val"
     assert (convergence["best_step"], convergence["best_value"]) == (2, 3.0)
     assert convergence["time_to_best_s"] == pytest.approx(30.0, abs=1e-3)
+    assert (convergence["first_best_step"], convergence["time_to_first_best_s"]) == (2, pytest.approx(30.0))
     assert convergence["stop_step"] == 4
     assert convergence["time_to_stop_s"] == pytest.approx(50.0, abs=1e-3)
     # Inferred from the key logged furthest (train/loss, a point every 2 s).
@@ -90,3 +91,29 @@ def test_convergence_times_come_from_decisions_and_point_timestamps(client: http
 def test_summary_of_a_missing_run_is_404(client: httpx.Client) -> None:
     assert client.get("/api/v1/runs/999999/summary").status_code == 404
     assert patch(client, 999999, {"summary": {"a": 1}}).status_code == 404
+
+
+def test_a_tie_kept_later_leaves_the_time_the_run_converged(client: httpx.Client) -> None:
+    """Under a checkpoint that breaks ties by the validation loss, best_step (the model to keep) moves to a
+    later evaluation at the same best value; the run converged at the first one, and the summary says both."""
+    policy = {
+        "monitor": "val/acc",
+        "mode": "max",
+        "rules": [{"rule": "checkpoint", "tie_loss_key": "val/loss"}, {"rule": "patience", "patience": 3}],
+    }
+    run = create_run(client, policy)
+    t0 = datetime.fromisoformat(client.get(f"/api/v1/runs/{run['id']}").json()["started_at"]).timestamp()
+    accuracy = [0.5, 0.9, 0.9, 0.9, 0.9, 0.8]  # best at step 1; its ties at 2 and 3 have lower losses
+    loss = [1.0, 0.6, 0.5, 0.4, 0.45, 0.7]
+    points = [
+        {"key": key, "step": s, "value": v, "wall_time": t0 + 10.0 * (s + 1)}
+        for s in range(len(accuracy))
+        for key, v in (("val/acc", accuracy[s]), ("val/loss", loss[s]))
+    ]
+    answer = client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "t", "points": points})
+    assert answer.json()["decision"]["action"] == "stop"
+    convergence = client.get(f"/api/v1/runs/{run['id']}/summary").json()["convergence"]
+    assert (convergence["best_step"], convergence["best_value"]) == (3, 0.9)
+    assert convergence["time_to_best_s"] == pytest.approx(40.0, abs=1e-3)
+    assert convergence["first_best_step"] == 1
+    assert convergence["time_to_first_best_s"] == pytest.approx(20.0, abs=1e-3)

@@ -287,6 +287,7 @@ def test_complexity_page_plots_runs_against_their_best(seeded, tracker, monkeypa
     assert early["params"] == 1000.0 / 0.1
     assert early["best"] == 0.5
     assert early["time_to_best_s"] >= 0
+    assert 0 <= early["time_to_first_best_s"] <= early["time_to_best_s"]
     assert "device" not in table.columns  # not a number
     assert app.selectbox[1].value == "params"
     (chart,) = app.get("vega_lite_chart")

@@ -34,6 +34,16 @@ class Convergence(Schema):
     best_step: int | None = None
     best_value: float | None = None
     time_to_best_s: float | None = Field(default=None, description="run start to the best step's point")
+    first_best_step: int | None = Field(
+        default=None,
+        description=(
+            "the first step at the best value: where the run converged. best_step is the checkpoint to "
+            "keep, later where a tie at that value with a lower validation loss moved it (tie_loss_key)"
+        ),
+    )
+    time_to_first_best_s: float | None = Field(
+        default=None, description="run start to the first best step's point: the time it took to converge"
+    )
     stop_step: int | None = None
     time_to_stop_s: float | None = Field(default=None, description="run start to the stop step's point")
     duration_s: float | None = Field(default=None, description="run start to its end (or to its last point)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from tracker.db import models
@@ -79,6 +79,17 @@ def _inferred_step_time(
     return statistics.median(rates), name.name if name is not None else str(key_id)
 
 
+def _first_at(session: Session, run_id: int, best_value: float) -> int | None:
+    """The earliest step a decision named as best at ``best_value``: the new best that set it, before any
+    tie at that value moved the checkpoint to keep."""
+    first: int | None = session.execute(
+        select(func.min(models.Decision.best_step)).where(
+            models.Decision.run_id == run_id, models.Decision.best_value == best_value
+        )
+    ).scalar_one_or_none()
+    return first
+
+
 def convergence(session: Session, run: models.Run) -> Convergence:
     """Time to the best step and to the stop, the run's duration, and time per step."""
     start = as_utc(run.started_at).timestamp()
@@ -94,9 +105,13 @@ def convergence(session: Session, run: models.Run) -> Convergence:
     if best is not None:
         result["best_step"] = best.best_step
         result["best_value"] = finite_or_none(best.best_value)
+        first = _first_at(session, run.id, best.best_value) if result["best_value"] is not None else None
+        result["first_best_step"] = min(first, best.best_step) if first is not None else best.best_step
         if key_id is not None:
             at_best = _wall_time_at(session, run.id, key_id, best.best_step)
             result["time_to_best_s"] = at_best - start if at_best is not None else None
+            at_first = _wall_time_at(session, run.id, key_id, result["first_best_step"])
+            result["time_to_first_best_s"] = at_first - start if at_first is not None else None
     if run.stop_step is not None and key_id is not None:
         at_stop = _wall_time_at(session, run.id, key_id, run.stop_step)
         result["time_to_stop_s"] = at_stop - start if at_stop is not None else None

@@ -184,7 +184,7 @@ def _write_run(api: TrackerClient, run: dict[str, Any], directory: Path) -> RunE
         figures += [
             (_tags.CONVERGENCE_PREFIX + name, value)
             for name, value in convergence.items()
-            if name not in ("best_step", "best_value", "stop_step")
+            if name not in ("best_step", "first_best_step", "best_value", "stop_step")
         ]
         for tag, value in figures:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
