@@ -127,7 +127,13 @@ def replay_point(rules: list[dict[str, Any]], source: Source) -> tuple[Point, di
     """The policy's compute saved and mean regret on the source, scored as patience-k is: each run keeps
     the first evaluation at its best up to the stop. A margin so measures where a rule stops; what a
     checkpoint that breaks ties keeps besides is :func:`kept_scores`'s."""
-    results, counts = replay_runs(rules, source)
+    return scored(*replay_runs(rules, source), source)
+
+
+def scored(
+    results: Sequence[RunResult], counts: dict[str, int], source: Source
+) -> tuple[Point, dict[str, int]]:
+    """:func:`replay_point` of runs already replayed."""
     return outcome(source.curves, [r.stop_index for r in results], source.mode), counts
 
 
@@ -230,8 +236,13 @@ def main() -> None:
     started = time.perf_counter()
     frontiers = {name: patience_frontier(src.curves, src.mode) for name, src in sources.items()}
     pool = {"default": DEFAULT_RULES} if args.no_lofo else candidates()
+    # The default's runs, replayed once: its point, its kept scores and its interval all read them.
+    default_runs = {name: replay_runs(DEFAULT_RULES, src) for name, src in sources.items()}
     points: dict[str, dict[str, tuple[Point, dict[str, int]]]] = {
-        cand: {name: replay_point(rules, src) for name, src in sources.items()}
+        cand: {
+            name: scored(*default_runs[name], src) if cand == "default" else replay_point(rules, src)
+            for name, src in sources.items()
+        }
         for cand, rules in pool.items()
     }
     margins = {
@@ -252,7 +263,7 @@ def main() -> None:
         frontier = list(frontiers[name].values())
         clairvoyant = outcome(src.curves, clairvoyant_stops(src.curves, src.mode), src.mode)
         ceilings[name] = margin(clairvoyant, frontier)
-        runs, _ = replay_runs(DEFAULT_RULES, src)
+        runs, _ = default_runs[name]
         kept[name] = kept_scores(runs, src.mode)
         if args.resamples:
             intervals[name] = margin_interval(
