@@ -445,7 +445,10 @@ def test_a_batch_past_the_limits_is_refused_at_once_and_health_stays_quick(
     assert response.json()["detail"][0]["loc"] == ["body", form]
     assert limit in response.json()["detail"][0]["msg"]
     print(f"health: {len(latencies)} probes during the {form} batch, slowest {max(latencies) * 1000:.1f} ms")
-    assert max(latencies) < 0.1
+    # The stall this guards against held every probe for 2.8 s. A probe is also one HTTP round trip on a
+    # host that may be busy (the suite beside a corpus run, CI), which once took past 0.1 s on its own, so the
+    # bar is the one the stored-batch test below keeps for its slowest probe.
+    assert max(latencies) < 0.5
     assert client.get(f"/api/v1/runs/{run['id']}/keys").json()["keys"] == []
 
 
