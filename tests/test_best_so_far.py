@@ -282,13 +282,21 @@ def test_the_default_judges_alike_with_and_without_outlooks_remembered_count() -
     combine=st.sampled_from(["any", "all"]),
     mode=st.sampled_from(["min", "max"]),
     chunk=st.integers(min_value=1, max_value=7),
+    losses=st.lists(st.sampled_from([0.3, 0.2, 0.2, 0.1, math.nan]), min_size=40, max_size=40),
 )
 def test_rules_quiet_on_plain_points_judge_as_if_asked_on_every_point(
-    values: list[float], test: dict, ema: float | None, combine: str, mode: str, chunk: int
+    values: list[float],
+    test: dict,
+    ema: float | None,
+    combine: str,
+    mode: str,
+    chunk: int,
+    losses: list[float],
 ) -> None:
     """The engine does not ask ``checkpoint`` and ``non_finite`` about a finite value that moves no best
-    (``quiet_on_plain_points``): their verdicts and states are those of asking them on every point, with
-    their own improvement tests, smoothing, votes and NaN alike."""
+    (``quiet_on_plain_points``), nor a checkpoint that breaks ties by a loss about one that equals no best
+    (``asked_on_ties``): their verdicts and states are those of asking them on every point, with their own
+    improvement tests, smoothing, votes, ties and NaN alike."""
     from tracker.policy import _policy as engine
 
     policy = PolicySpec.model_validate(
@@ -301,12 +309,19 @@ def test_rules_quiet_on_plain_points_judge_as_if_asked_on_every_point(
                 {"rule": "checkpoint", **test, "ema": ema},
                 {"rule": "patience", "patience": 3},
                 {"rule": "checkpoint"},
+                {"rule": "checkpoint", **test, "tie_loss_key": "val_loss"},
+                {"rule": "checkpoint", "tie_loss_key": "val_loss"},
                 {"rule": "plateau", "window": 5},
             ],
         }
     )
-    quiet = _in_chunks(policy, _observations(values), chunk)
+    observations = [
+        Observation(step, value, 0.0, {"val_loss": loss})
+        for step, (value, loss) in enumerate(zip(values, losses, strict=False))
+    ]
+    quiet = _in_chunks(policy, observations, chunk)
     with pytest.MonkeyPatch.context() as patch:  # the engine asks every rule on every point
-        patch.setattr(engine, "_quiet", lambda judged: judged)
-        asked = _in_chunks(policy, _observations(values), chunk)
+        patch.setattr(engine, "_quiet", lambda judged, tie=False: judged)
+        asked = _in_chunks(policy, observations, chunk)
     assert quiet == asked
+    assert len(quiet[0]) > 0 or not any(math.isfinite(v) for v in values)

@@ -76,6 +76,10 @@ class Rule(ABC, Generic[P]):
     # no new best under their own test (checkpoint, non_finite): the engine does not call them there, which
     # on most points of a run is most points.
     quiet_on_plain_points: bool = False
+    # ``asked_on_ties``: a quiet rule that is asked on a plain point all the same when its value equals the
+    # best exactly (checkpoint, when it breaks ties by a loss): a tie moves no best, and most plain points
+    # are no tie.
+    asked_on_ties: bool = False
 
     def watch_key(self) -> str:
         """The key whose points drive this rule: the monitored metric, or a per-rank rule's own key."""

@@ -289,10 +289,19 @@ def _still_judging(judges: list[_Judge]) -> list[_Judge]:
     return [judge for judge in judges if not (judge.wrapper["stopped"] and judge.alpha is None)]
 
 
-def _quiet(judges: list[_Judge]) -> list[_Judge]:
+def _quiet(judges: list[_Judge], *, tie: bool = False) -> list[_Judge]:
     """The judges asked on a plain point (a finite value that moves no raw best): all but the unsmoothed
-    rules that are quiet there (``quiet_on_plain_points``), in the same order."""
-    return [judge for judge in judges if not (judge.rule.quiet_on_plain_points and judge.alpha is None)]
+    rules that are quiet there (``quiet_on_plain_points``), in the same order; with ``tie`` (the value
+    equals a best), also those asked on ties (``asked_on_ties``)."""
+    return [
+        judge
+        for judge in judges
+        if not (
+            judge.rule.quiet_on_plain_points
+            and judge.alpha is None
+            and not (tie and judge.rule.asked_on_ties)
+        )
+    ]
 
 
 def _kept(rules: list[Rule[Any]], current: list[dict[str, Any]], stop: Verdict) -> Verdict:
@@ -342,7 +351,7 @@ def evaluate(
     # The bests of raw values move once per observation, before the rules judge it; a smoothed rule's best
     # moves when the first rule of its test and smoothing has smoothed the value.
     raw_bests = list({id(judge.best): judge.best for judge in judged if judge.alpha is None}.values())
-    quiet = _quiet(judged)
+    quiet, tied = _quiet(judged), _quiet(judged, tie=True)
     verdicts: list[Verdict] = []
     last_step: int | None = None
     stop_step: int | None = None
@@ -351,15 +360,18 @@ def evaluate(
         last_step = obs.step
         if plan is not None and last_step > plan:  # once per call at most: the steps come in order
             judged, plan = _judged(policy, rules, current, bests, replace(ctx, planned_steps=None)), None
-            quiet = _quiet(judged)
+            quiet, tied = _quiet(judged), _quiet(judged, tie=True)
         plain = True  # a finite value that moves no raw best: the quiet rules are not asked
+        tie = False  # ... unless it equals a best, for the rules asked on ties
         for raw in raw_bests:
             raw.see(obs.value, last_step)
             if raw.improved:
                 plain = False
+            elif obs.value == raw.value:
+                tie = True
         voted = False
         for wrapper, rule, observe, alpha, stops_alone, best, rule_ctx in (
-            quiet if plain and math.isfinite(obs.value) else judged
+            (tied if tie else quiet) if plain and math.isfinite(obs.value) else judged
         ):
             seen = obs
             if alpha is not None:
@@ -397,7 +409,7 @@ def evaluate(
             break
         if voted:  # a vote is a stop that stands: its rule judges no later point
             judged = _still_judging(judged)
-            quiet = _quiet(judged)
+            quiet, tied = _quiet(judged), _quiet(judged, tie=True)
     _store_bests(current, bests)
     return Evaluation(current, verdicts, stop_step, last_step)
 

@@ -48,8 +48,8 @@ class Checkpoint(Rule[CheckpointParams]):
     def __init__(self, params: CheckpointParams, *, monitor: str, mode: Mode) -> None:
         super().__init__(params, monitor=monitor, mode=mode)
         self._tie_names = loss_names(params.tie_loss_key, monitor, mode)
-        # A tie sets no new best, so a rule that breaks ties must see the points that set none.
-        self.quiet_on_plain_points = not self._tie_names
+        # A tie sets no new best, so a rule that breaks ties must see the points that equal the best.
+        self.asked_on_ties = bool(self._tie_names)
 
     def improvement_test(self) -> ImprovementTest:
         return self.params.improvement_test(self.mode)
