@@ -1769,6 +1769,67 @@ def test_degenerate_min_held_table(id_, values, min_held, expected) -> None:
     json.dumps(stop.evidence)
 
 
+# A collapse over the long window on a coarse metric, by how far it falls back towards where the run started:
+# (id, values, mode, collapse_to_start, expected (step, kind) or None). Steps of 1/30; in mode min, a loss.
+BACK_TO_START_TABLE = [
+    # From 0.1 up to 0.4 (held), down to 0.2 for good: a third of its range above its start, still predicting.
+    ("dip-above-the-start-is-no-collapse", coarse([3] * 3 + [6, 9, 12, 12] + [6] * 33), "max", 0.25, None),
+    (
+        "dip-above-the-start-without-the-bar",
+        coarse([3] * 3 + [6, 9, 12, 12] + [6] * 33),
+        "max",
+        None,
+        (14, "collapsed"),
+    ),
+    # Back to where it started: collapsed, with the bar or without.
+    (
+        "back-at-the-start-collapses",
+        coarse([3] * 3 + [6, 9, 12, 12] + [3] * 33),
+        "max",
+        0.25,
+        (14, "collapsed"),
+    ),
+    # A fine-tuned run that starts well and falls below its first value: collapsed.
+    ("below-the-start-collapses", coarse([6] * 3 + [9, 12, 12] + [4] * 34), "max", 0.25, (13, "collapsed")),
+    # A loss from 2.3 down to 0.5 (held), back up to 2.2: collapsed; back up to 1.5 only: no collapse.
+    (
+        "loss-back-at-the-start",
+        [2.3, 2.3, 1.4, 0.5, 0.5] + [2.2, 2.3, 2.2, 2.3] * 9,
+        "min",
+        0.25,
+        (12, "collapsed"),
+    ),
+    ("loss-short-of-the-start", [2.3, 2.3, 1.4, 0.5, 0.5] + [1.5, 1.6, 1.5, 1.6] * 9, "min", 0.25, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "values", "mode", "share", "expected"),
+    BACK_TO_START_TABLE,
+    ids=[r[0] for r in BACK_TO_START_TABLE],
+)
+def test_degenerate_collapse_to_start_table(id_, values, mode, share, expected) -> None:
+    rule = {**DEGENERATE, "min_held": 2, **({} if share is None else {"collapse_to_start": share})}
+    stop = stop_of(judge([rule], values, mode=mode, ctx=Context(planned_steps=40)))
+    assert (stop and (stop.step, stop.evidence["kind"])) == expected, stop and stop.reason
+
+
+def test_the_default_asks_a_coarse_collapse_to_fall_back_towards_its_start() -> None:
+    """Corpus seed 17's digits run, watched alone (60 validation samples, no rate or loss logged): 0.1 at its
+    start, 0.4 at its 14th and 15th evaluations, back at 0.2 for ten, then a climb to 0.87 by its 80th. It
+    was stopped as collapsed at its 26th (regret 0.495); a quarter of its range above its start, it is not."""
+    assert {r["rule"]: r for r in DEFAULT_RULES}["degenerate"]["collapse_to_start"] == 0.25
+    values = [
+        k / 60 for k in [6] * 9 + [8, 9, 12, 20, 24, 24, 22, 18, 16, 13, 13, 13, 13, 12, 13, 13, 14, 15]
+    ]
+    values += [min(52, 16 + 2 * i) / 60 for i in range(1, 54)]
+    assert len(values) == 80
+    for share, stopped_early in ((None, True), (0.25, False)):
+        rules = with_params(DEFAULT_RULES, "degenerate", collapse_to_start=share)
+        stop = stop_of(judge(rules, values, ctx=Context(planned_steps=80), monitor="val"))
+        assert (stop is not None and stop.step < 30) == stopped_early, stop and stop.reason
+
+
 def test_a_degenerate_state_stored_before_min_held_reads_as_held() -> None:
     """States stored before ``min_held`` kept no count: read as held, the collapse is judged as before."""
     rule = {**DEGENERATE, "min_held": 2}

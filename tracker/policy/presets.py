@@ -173,6 +173,11 @@ from tracker.policy._types import Mode
 # Taken for what they prevent: a stop the run's own values contradict. OPDA: every series unchanged
 # (+47.3), alone +33.9 -> +33.4 (AlexNet). min_held replaced a first form, min_climb (evaluations above the
 # run's first value), which missed the wine run and cost seed 7 -0.5 / -3.8.
+# - degenerate collapse_to_start 0.25 (added 2026-11-28, a twenty-third session): a coarse collapse over the
+#   long window must fall back to within a quarter of the run's range from its first value (or below it):
+#   seed 17's digits run, watched alone, went from 0.1 to 0.4 and back to 0.2 for ten evaluations, was
+#   stopped as collapsed at 26 of 80 (regret 0.495) and climbed to 0.87. Found on seeds 15-17, judged on
+#   seeds 13-14 (README, "Default policies", and tracker/policy/HISTORY.md have the figures).
 # The spellings the default reads each companion series under, the first the run has logged winning
 # (tracker.policy._keys; added 2026-11-25): Keras's and hand-written loops' val_loss/train_loss, the README's
 # and the demo's val/loss and train/loss, Transformers' eval_loss (its integration renames learning_rate to
@@ -207,6 +212,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "unscheduled_collapse_progress": 0.3,
         "fine_in_warmup": True,
         "min_held": 2,
+        "collapse_to_start": 0.25,
         "loss_key": VAL_LOSS_NAMES,
     },
     {
@@ -267,6 +273,8 @@ DEFAULT_RULES: list[dict[str, Any]] = [
 # at chance sooner (seven, replayed one by one), the cohorts that percentile and asha read then changed, and
 # the sweep's best-run regret rose 0.0224 -> 0.0268 (margin over Optuna +1.1 -> +0.4 pp); the other OPDA
 # sweeps unchanged.
+# degenerate's collapse_to_start (2026-11-28) is left out as the other holds are: a run that dips on a coarse
+# metric and climbs back is rarely a sweep's best, and holding it buys no best-of-sweep regret.
 _SINGLE_RUN_ONLY: dict[str, dict[str, Any]] = {
     "outlook": {
         "loss_key": None,
@@ -279,6 +287,7 @@ _SINGLE_RUN_ONLY: dict[str, dict[str, Any]] = {
         "unscheduled_stuck_progress": None,
         "unscheduled_collapse_progress": None,
         "fine_in_warmup": False,
+        "collapse_to_start": None,
     },
 }
 DEFAULT_SWEEP_RULES: list[dict[str, Any]] = [

@@ -109,7 +109,17 @@ class DegenerateParams(RuleParams):
     (typically under a rate climbing to a peak too high for it), is not lifted back by a rate that still
     rises: of the 261 OPDA MNLI runs that fell from above 0.6 to a class share (below 0.37), one climbed
     back, and that one for a single evaluation. A coarse metric's collapse, and a *stuck* run, still wait
-    for the rate to turn (added 2026-11-27)."""
+    for the rate to turn (added 2026-11-27).
+
+    ``collapse_to_start`` (off by default; the ``default`` policy sets 0.25): a collapse seen over the long
+    ``window`` (a coarse metric's) must fall back towards where the run started: the window's best within
+    that share of the run's range from its first value, or beyond it. A model that collapses (a constant
+    prediction, weights blown up by a rate too high) loses what it learned and scores about as it did
+    untrained, or worse; one that falls to a level well above its start still predicts, and on a small
+    validation set it can stay there for a window and climb again. A digits run on 60 samples went from 0.1
+    to 0.4 and back to 0.2 for ten evaluations, then climbed to 0.87 (corpus seed 17, watched alone: it was
+    stopped as collapsed at its 26th of 80 evaluations). The fine window's collapse, a fall to a level the
+    run never visited repeating exactly there, is judged as before (added 2026-11-28)."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)
@@ -139,6 +149,12 @@ class DegenerateParams(RuleParams):
     )
     fine_in_warmup: bool = Field(
         default=False, description="judge the fine window's collapse while the logged rate still rises"
+    )
+    collapse_to_start: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="share of its range from its first value a coarse collapse must fall back to",
     )
 
 
@@ -261,7 +277,7 @@ class Degenerate(Rule[DegenerateParams]):
         kind, fine_step = None, None
         if repeats:
             kind = self._kind(window, run)
-            if kind == "collapsed" and self._collapse_waits(run):
+            if kind == "collapsed" and (self._collapse_waits(run) or self._short_of_start(window, run)):
                 kind = None
         if kind is None and p.fine_window is not None and since_best >= p.fine_window:
             fine_step = self._fine_collapse(state, short, run)
@@ -392,6 +408,20 @@ class Degenerate(Rule[DegenerateParams]):
         if run.best_held >= self.params.min_held:
             return False
         return self._fine(ys, run.best, run.worst) is None
+
+    def _short_of_start(self, ys: list[float], run: _SoFar) -> bool:
+        """Whether a collapse seen over the long window stays short of where the run started: the best of
+        ``ys`` lies more than ``collapse_to_start`` of the run's range above its first value (off when
+        None). A model that collapses (a constant prediction, weights blown up by a rate too high) loses what
+        it learned and scores about as it did untrained; one that dips to a level well above its start still
+        predicts, and on a small validation set such a dip can last a window and climb again (a digits run
+        at 0.1, up to 0.4, back at 0.2 for ten evaluations, then 0.87 by the end of its plan)."""
+        share, first = self.params.collapse_to_start, run.first
+        if share is None or first is None:
+            return False
+        top = max(ys) if self.mode == "max" else min(ys)
+        above_start = top - first if self.mode == "max" else first - top
+        return above_start > share * abs(run.best - run.worst)
 
     def _collapse_waits(self, run: _SoFar) -> bool:
         """Whether a collapse seen over the long window (a coarse metric's) is too early to judge: no
