@@ -1632,7 +1632,7 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     the later coarse collapse without a rate (the cross-run rules judge such runs against the others), and
     the final share's new bests (in a sweep only the best run's late gain lowers its regret), and the fine
     collapse judged while the rate still rises (stopping collapsed runs sooner moved the cross-run cohorts of
-    OPDA's AlexNet sweep and cost its best run)."""
+    OPDA's AlexNet sweep and cost its best run), and the coarse collapse's fall back towards the start."""
     single = {rule["rule"]: rule for rule in DEFAULT_RULES}
     sweep = {rule["rule"]: rule for rule in DEFAULT_SWEEP_RULES}
     assert single["outlook"]["resolution_share"] > 0
@@ -1640,6 +1640,7 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     assert single["degenerate"]["unscheduled_stuck_progress"]
     assert single["degenerate"]["unscheduled_collapse_progress"]
     assert single["degenerate"]["fine_in_warmup"] is True
+    assert single["degenerate"]["collapse_to_start"] == 0.25
     left_out = {
         "loss_key": None,
         "resolution_share": 0.0,
@@ -1655,6 +1656,7 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
         "unscheduled_stuck_progress": None,
         "unscheduled_collapse_progress": None,
         "fine_in_warmup": False,
+        "collapse_to_start": None,
     }
     assert {k: v for k, v in sweep.items() if k not in ("outlook", "degenerate", "percentile", "asha")} == {
         k: v for k, v in single.items() if k not in ("outlook", "degenerate")
