@@ -1814,6 +1814,11 @@ def test_degenerate_collapse_to_start_table(id_, values, mode, share, expected) 
     rule = {**DEGENERATE, "min_held": 2, **({} if share is None else {"collapse_to_start": share})}
     stop = stop_of(judge([rule], values, mode=mode, ctx=Context(planned_steps=40)))
     assert (stop and (stop.step, stop.evidence["kind"])) == expected, stop and stop.reason
+    if stop is not None:
+        assert stop.evidence["collapse_to_start"] == share
+        assert stop.evidence["first"] == values[0]
+        assert ("of its range from its first value" in stop.reason) == (share is not None), stop.reason
+        json.dumps(stop.evidence)
 
 
 def test_the_default_asks_a_coarse_collapse_to_fall_back_towards_its_start() -> None:

@@ -298,8 +298,9 @@ class Degenerate(Rule[DegenerateParams]):
         if rising:
             fine += "; judged while the learning rate still rises, which does not lift a constant prediction"
         shown = ", ".join(fmt(v) for v in distinct)
+        back = self._start_said(run, fine_step)
         why = (
-            f"well below its best {fmt(best)} (step {best_step}): the model has collapsed"
+            f"well below its best {fmt(best)} (step {best_step}){back}: the model has collapsed"
             if kind == "collapsed"
             else "and it has never moved beyond them: the model is not learning"
             if not self._lucky_best(ys, run)
@@ -327,6 +328,8 @@ class Degenerate(Rule[DegenerateParams]):
                 "best": best,
                 "worst": worst,
                 "collapse_fraction": p.collapse_fraction,
+                "first": run.first,
+                "collapse_to_start": p.collapse_to_start,
                 "min_held": p.min_held,
                 "held": run.best_held,
                 "stuck_progress": self._stuck_share(lr_seen(state)),
@@ -408,6 +411,14 @@ class Degenerate(Rule[DegenerateParams]):
         if run.best_held >= self.params.min_held:
             return False
         return self._fine(ys, run.best, run.worst) is None
+
+    def _start_said(self, run: _SoFar, fine_step: float | None) -> str:
+        """The collapse's fall back towards the run's start, in words, when ``collapse_to_start`` judged it
+        (a collapse over the long window); else nothing."""
+        share = self.params.collapse_to_start
+        if share is None or run.first is None or fine_step is not None:
+            return ""
+        return f", back to within {share:g} of its range from its first value {fmt(run.first)}"
 
     def _short_of_start(self, ys: list[float], run: _SoFar) -> bool:
         """Whether a collapse seen over the long window stays short of where the run started: the best of
