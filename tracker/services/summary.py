@@ -110,7 +110,13 @@ def convergence(session: Session, run: models.Run) -> Convergence:
         if key_id is not None:
             at_best = _wall_time_at(session, run.id, key_id, best.best_step)
             result["time_to_best_s"] = at_best - start if at_best is not None else None
-            at_first = _wall_time_at(session, run.id, key_id, result["first_best_step"])
+            first_step = result["first_best_step"]
+            # Read again only where a tie moved the checkpoint kept past the first best (most runs: the same)
+            at_first = (
+                at_best
+                if first_step == best.best_step
+                else _wall_time_at(session, run.id, key_id, first_step)
+            )
             result["time_to_first_best_s"] = at_first - start if at_first is not None else None
     if run.stop_step is not None and key_id is not None:
         at_stop = _wall_time_at(session, run.id, key_id, run.stop_step)
