@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -359,6 +361,60 @@ def test_the_benchmark_replays_the_watched_metric_alone_and_says_the_targets(tmp
     assert said[0] == "+10 pp over the frontier on every source: met on 1 of 2; short on b"
     assert said[1] == "never below the frontier: below on b"
     assert said[2] == "mean regret <= 0.005 on every source: missed (worst 0.0090, b)"
+
+
+def test_the_comparison_benchmark_applies_each_change_and_tallies_both_conditions(tmp_path: Path) -> None:
+    """bench_compare replays the default beside variants: a change given as RULE.PARAM=VALUE reaches that
+    rule alone, a variant equal to the default reads the default's figures, one that stops later reads
+    otherwise, and the watched-alone condition drops the rate (without it the runs are judged later)."""
+    from tests.benchmarks.bench_compare import compare, variant_rules
+
+    def outlook_of(rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(r for r in rules if r["rule"] == "outlook")
+
+    shipped = copy.deepcopy(DEFAULT_RULES)
+    changed = variant_rules("outlook.relative_delta=0.5,degenerate.collapse_to_start=null")
+    outlook = outlook_of(changed)
+    degenerate = next(r for r in changed if r["rule"] == "degenerate")
+    assert outlook["relative_delta"] == 0.5
+    assert degenerate["collapse_to_start"] is None
+    assert [r["rule"] for r in changed] == [r["rule"] for r in DEFAULT_RULES]
+    assert shipped == DEFAULT_RULES  # the default itself is left as it is
+    for bad, said in (("outlook.relative_delta", "RULE.PARAM=VALUE"), ("nope.x=1", "no rule 'nope'")):
+        with pytest.raises(ValueError, match=said):
+            variant_rules(bad)
+
+    from tests.benchmarks.bench_replay import load_sources
+
+    n = 60
+    records = [
+        {
+            "source": "s",
+            "run_id": str(i),
+            "x": list(range(1, n + 1)),
+            "budget": 60,
+            # far from a perfect score: watched alone, the runs are judged from 80% of their plan
+            "val": [0.6 - 0.5 * math.exp(-(0.4 + 0.05 * i) * j) for j in range(n)],
+            "val2": [0.6 - 0.5 * math.exp(-(0.4 + 0.05 * i) * j) for j in range(n)],
+            "lr": [0.5] * n,  # a constant rate: the outlook is judged from 30% of the plan, not from 80%
+        }
+        for i in range(4)
+    ]
+    path = tmp_path / "curves.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    sources = load_sources(None, [path])
+    policies = {
+        "default": DEFAULT_RULES,
+        "same": variant_rules(f"outlook.relative_delta={outlook_of(DEFAULT_RULES)['relative_delta']}"),
+        "later": variant_rules("outlook.relative_delta=0.001"),
+    }
+    every, tallies = compare(sources, policies, alone=False)
+    assert every["s"]["same"] == every["s"]["default"]
+    assert every["s"]["later"] != every["s"]["default"]
+    assert tallies["default"].margin_sum == every["s"]["default"][0]
+    assert tallies["default"].below == (["s"] if every["s"]["default"][0] < 0 else [])
+    alone, _ = compare(sources, policies, alone=True)
+    assert alone["s"]["default"] != every["s"]["default"]
 
 
 def test_replay_hands_the_files_series_to_the_rules(tmp_path: Path) -> None:
