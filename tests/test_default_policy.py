@@ -525,7 +525,7 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     # Either series logged (a constant rate, a flat loss) lifts that: judged from 30% of the plan.
     for extras in ({"lr": [0.1] * 100}, {"val_loss": [1.0] * 100}):
         stop = stop_of(judge(DEFAULT_RULES, far, ctx=plan, extras=extras))
-        assert (stop.rule, stop.step) == ("outlook", 34)
+        assert (stop.rule, stop.step) == ("outlook", 32)
         assert stop.evidence["blind_min_progress"] is None
 
 
@@ -1006,9 +1006,9 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
     ("id_", "mode", "top", "step", "tier"),
     [
         # An accuracy from 0.1 to 0.97: 0.03 from its perfect score 1, within 0.2 of its progress (0.87).
-        ("share-near-1", "max", 0.97, 34, (0.2, 0.3)),
+        ("share-near-1", "max", 0.97, 32, (0.2, 0.3)),
         # To 0.9: 0.1 from 1, within 0.2 of 0.8 (0.16).
-        ("share-at-0.9", "max", 0.9, 34, (0.2, 0.3)),
+        ("share-at-0.9", "max", 0.9, 32, (0.2, 0.3)),
         # To 0.85: 0.15 from 1, more than 0.2 of 0.75 (0.15 at the limit, rounded above), within 0.7 of it
         # (0.525): the middle tier, from 65%.
         ("share-at-0.85", "max", 0.85, 65, (0.7, 0.65)),
@@ -1017,7 +1017,7 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
         # To 0.6: 0.4 from 1, more than 0.7 of 0.5 (0.35): blind, from 80%.
         ("share-at-0.6", "max", 0.6, 80, None),
         # A non-negative metric in mode min, 0.9 down to 0.03: 0.03 from its perfect score 0.
-        ("loss-near-0", "min", 0.97, 34, (0.2, 0.3)),
+        ("loss-near-0", "min", 0.97, 32, (0.2, 0.3)),
         # 0.9 down to 0.3: 0.3 from 0, within 0.7 of its fall of 0.6.
         ("loss-at-0.3", "min", 0.7, 65, (0.7, 0.65)),
     ],
@@ -1039,7 +1039,8 @@ def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, t
     assert stop.evidence["blind_headroom"] == share
     assert stop.evidence["headroom_floor"] == floor
     assert stop.evidence["blind_min_progress"] is None
-    assert f"but the best is within {1.0 - top:.3g} of the metric's perfect score" in stop.reason
+    room = stop.evidence["headroom"]
+    assert f"but the best is within {room:.3g} of the metric's perfect score" in stop.reason
     assert f"at most {share:g} of its progress" in stop.reason
     assert f"so it is judged from {floor:g} of its plan" in stop.reason
     json.dumps(stop.evidence)
@@ -1094,7 +1095,7 @@ def test_a_blind_run_near_its_perfect_score_is_not_told() -> None:
     """Judged from 30% of its plan as the others (its best within 0.2 of its progress from 1): not held."""
     evaluation = judge(DEFAULT_RULES, saturating(100, top=0.97), ctx=Context(planned_steps=100))
     assert [v.rule for v in evaluation.verdicts if v.action == "alert"] == []
-    assert stop_of(evaluation).step == 34
+    assert stop_of(evaluation).step == 32
 
 
 def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> None:
@@ -1267,13 +1268,14 @@ def test_the_default_reads_a_validation_loss_under_the_names_trainers_log_it(
     # Accuracy alone is blind: judged from 80% of the plan (step 48).
     blind = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE + coarse([20] * 20), ctx=plan))
     assert blind.step == 48
-    # The loss logged: held while it falls; flat, 31 (a tenth of a step per doubling is 1% of the progress).
+    # The loss logged: held while it falls; flat, 22 (a tenth of a step per doubling is 1.5% of the ten
+    # steps of progress once 1.5 doublings of the plan are left, past step 21).
     falling = {val_name: [1.1 - 0.012 * i for i in range(40)]}
     held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling))
     assert held is None, held.reason
     flat = {val_name: [1.1 - 0.1 * min(i, 4) for i in range(40)]}
     stop = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=flat))
-    assert stop.step == 31
+    assert stop.step == 22
     assert stop.evidence["loss_key"] == val_name
     assert f"{val_name} fell 0 over the same doubling" in stop.reason
 
@@ -1330,7 +1332,7 @@ def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names
         assert stop.step == 48  # blind: from 80% of the plan
         assert BLIND_SAID in stop.reason
         return
-    assert stop.step == 31  # as with val/loss (test_the_default_reads_a_validation_loss_under_the_names...)
+    assert stop.step == 22  # as with val/loss (test_the_default_reads_a_validation_loss_under_the_names...)
     assert stop.evidence["loss_key"] == loss_name
     assert f"{loss_name} fell 0 over the same doubling" in stop.reason
     falling = {loss_name: [1.1 - 0.012 * i for i in range(40)]}
@@ -1632,7 +1634,9 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     the later coarse collapse without a rate (the cross-run rules judge such runs against the others), and
     the final share's new bests (in a sweep only the best run's late gain lowers its regret), and the fine
     collapse judged while the rate still rises (stopping collapsed runs sooner moved the cross-run cohorts of
-    OPDA's AlexNet sweep and cost its best run), and the coarse collapse's fall back towards the start."""
+    OPDA's AlexNet sweep and cost its best run), and the coarse collapse's fall back towards the start; and
+    it keeps the outlook's bar at 0.01 of the progress, where the single run's 0.015 was judged on single
+    runs only."""
     single = {rule["rule"]: rule for rule in DEFAULT_RULES}
     sweep = {rule["rule"]: rule for rule in DEFAULT_SWEEP_RULES}
     assert single["outlook"]["resolution_share"] > 0
@@ -1641,7 +1645,9 @@ def test_default_sweep_is_the_default_without_its_single_run_holds() -> None:
     assert single["degenerate"]["unscheduled_collapse_progress"]
     assert single["degenerate"]["fine_in_warmup"] is True
     assert single["degenerate"]["collapse_to_start"] == 0.25
+    assert single["outlook"]["relative_delta"] == 0.015
     left_out = {
+        "relative_delta": 0.01,
         "loss_key": None,
         "resolution_share": 0.0,
         "blind_min_progress": None,
@@ -1691,11 +1697,11 @@ LOSS_ALONE = [round(1.5 + 1.0 * math.exp(-e / 5) + 0.004 * ((e * 7) % 5 - 2), 4)
 @pytest.mark.parametrize(
     ("monitor", "stop"),
     [
-        ("val_loss", 50),
-        ("val/nll", 50),
-        ("valid_0/binary_logloss", 50),
-        ("eval_perplexity", 50),
-        ("val_rmse", 50),
+        ("val_loss", 48),
+        ("val/nll", 48),
+        ("valid_0/binary_logloss", 48),
+        ("eval_perplexity", 48),
+        ("val_rmse", 48),
         # Not named as a loss: an error rate moves in steps as an accuracy does, and "val" says nothing;
         # each is judged blind, from 80% of the plan.
         ("val_error", 80),
@@ -1712,7 +1718,8 @@ def test_a_loss_watched_alone_is_judged_alike_under_any_of_its_names(monitor: st
     evaluation = evaluate(policy, initial_states(policy), observations, Context(planned_steps=99))
     assert evaluation.stop_step == stop
     (verdict,) = [v for v in evaluation.verdicts if v.action == "stop"]
-    assert (verdict.rule, verdict.best_step) == ("outlook", 50)
+    best_so_far = min(range(stop + 1), key=LOSS_ALONE.__getitem__)  # the first at the lowest up to the stop
+    assert (verdict.rule, verdict.best_step) == ("outlook", best_so_far)
     assert (BLIND_SAID in verdict.reason) == (stop == 80)
 
 
@@ -1900,9 +1907,11 @@ TURNED_LOSS = [2.3 - 0.02 * i for i in range(7)] + [2.18 + 0.01 * i for i in ran
 def test_a_retreat_within_the_runs_jitter_is_held_while_its_loss_falls(id_, extras, hold, step) -> None:
     rules = with_params(DEFAULT_RULES, "outlook", loss_holds_jitter=hold)
     stop = stop_of(judge(rules, NEAR_CHANCE, extras=extras, ctx=Context(planned_steps=80)))
-    assert (stop.step if stop else None) == step, stop and stop.reason
-    if stop is not None:
-        assert stop.evidence["progress"] == pytest.approx(0.0444, abs=1e-4)
+    if step is None:  # held through the dip: any stop keeps the top of its climb (0.9, from step 59)
+        assert stop is None or stop.best_value == 0.9, stop.reason
+        return
+    assert stop.step == step, stop.reason
+    assert stop.evidence["progress"] == pytest.approx(0.0444, abs=1e-4)
 
 
 def test_the_default_holds_a_retreat_within_the_runs_jitter_while_its_loss_falls() -> None:
@@ -1912,7 +1921,8 @@ def test_the_default_holds_a_retreat_within_the_runs_jitter_while_its_loss_falls
     stop = stop_of(
         judge(DEFAULT_RULES, NEAR_CHANCE, extras={"val_loss": FALLING_LOSS}, ctx=Context(planned_steps=80))
     )
-    assert stop is None, stop.reason
+    # Not stopped in its dip: the outlook may find it spent a step before its planned end, at its top.
+    assert stop is None or stop.best_value == 0.9, stop.reason
 
 
 # A loss in mode min: (id, values, confirm, expected stop step).
