@@ -35,8 +35,9 @@ from tracker.policy._types import Mode
 #   8: a constant prediction (DeBERTa runs that collapse to MNLI's class shares), not chance.
 # - outlook: stop when the best value's gain over the last doubling of the run, kept up per doubling to the
 #   planned end, adds at most 1.5% of the progress the run has made (1% until 2026-11-28: 1.5% was judged
-#   on six corpus draws generated after it was proposed, seeds 18-23, every series better on each; see
-#   HISTORY.md, "A bar of 1.5% of the progress"); never before 30% of the plan, and with
+#   on six corpus draws generated after it was proposed, seeds 18-23, every series better on each, and in
+#   default-sweep on the same draws' sweeps; see HISTORY.md, "A bar of 1.5% of the progress"); never before
+#   30% of the plan, and with
 #   a logged learning rate not while it warms up or has not yet decayed to 30% of its peak; never for a run
 #   whose progress is within 3x the spread of its last values (at chance, jitter looks like progress).
 #   Also (retreat 0.05) when each of its last 6 values falls short of its best by more than 5% of its
@@ -279,7 +280,6 @@ DEFAULT_RULES: list[dict[str, Any]] = [
 # metric and climbs back is rarely a sweep's best, and holding it buys no best-of-sweep regret.
 _SINGLE_RUN_ONLY: dict[str, dict[str, Any]] = {
     "outlook": {
-        "relative_delta": 0.01,  # the single run's 1.5% (2026-11-28) was judged on single runs, not on sweeps
         "loss_key": None,
         "resolution_share": 0.0,
         "blind_min_progress": None,
