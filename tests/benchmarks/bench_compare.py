@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,7 @@ def compare(
     tallies = {name: Tally() for name in policies}
     for source_name, src in sources.items():
         if alone:
-            src = replace(src, curves=[replace(c, extras={}) for c in src.curves])
+            src = src.watched_alone()
         frontier = list(patience_frontier(src.curves, src.mode).values())
         rows[source_name] = {}
         for name, rules in policies.items():

@@ -63,6 +63,11 @@ class Source:
     mode: Mode
     curves: list[Curve]
 
+    def watched_alone(self) -> Source:
+        """This source with every companion series dropped (no rate, no validation or training loss), as
+        a trainer that logs only the watched metric would have left it."""
+        return replace(self, curves=[replace(c, extras={}) for c in self.curves])
+
 
 def load_sources(
     opda: Path | None, corpora: Sequence[Path], without: Sequence[str] = ()
@@ -152,8 +157,7 @@ def watched_alone(sources: dict[str, Source], frontiers: dict[str, Any]) -> dict
     (patience-k reads only the watched metric)."""
     out: dict[str, dict[str, Any]] = {}
     for name, src in sources.items():
-        bare = replace(src, curves=[replace(c, extras={}) for c in src.curves])
-        point, counts = replay_point(DEFAULT_RULES, bare)
+        point, counts = replay_point(DEFAULT_RULES, src.watched_alone())
         out[name] = {
             "default": vars(point),
             "margin": margin(point, list(frontiers[name].values())),
