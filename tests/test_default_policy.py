@@ -738,6 +738,63 @@ def test_outlook_unimproved_says_what_drove_it() -> None:
     )
 
 
+UNLEARNED = {**UNIMPROVED, "unlearned": True}
+# An accuracy on 114 samples (breast cancer) near its best from its first evaluation: 110/114, then 111/114
+# at its second, then drifting down a sample every 5 evaluations, jittering a sample either way, to 100/114
+# (corpus seed 24, mlp/cancer run 10: 0.965, 0.974, then 0.97 down to 0.91, its training loss down to 0.005).
+NEAR_BEST_FROM_FIRST = [
+    k / 114 for k in [110, 111] + [110 - i // 5 + (1 if i % 2 else -1) for i in range(48)]
+]
+UNLEARNED_TABLE = [
+    # Its one sample of progress is within 3x its step-to-step noise: the pace and the retreat (shares of that
+    # progress) never judge it, and without `unlearned` it runs to its end.
+    ("without", [UNIMPROVED], NEAR_BEST_FROM_FIRST, None, None),
+    # Judged as a run that never improved, from its best: its last 6 values are all more than 5% of the best
+    # and 3x the step-to-step noise below it from step 37.
+    ("drifts-away", [UNLEARNED], NEAR_BEST_FROM_FIRST, None, 37),
+    # The same accuracy with a validation loss still falling: held, as an unimproved run is.
+    ("loss-still-falls", [UNLEARNED], NEAR_BEST_FROM_FIRST, [1.0 - 0.01 * i for i in range(50)], None),
+    # Off a best within 5% of its size: no stop (a run at its ceiling that only jitters).
+    ("jitters", [UNLEARNED], [k / 114 for k in [110, 111] + [109 + i % 2 for i in range(48)]], None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("id_", "rules", "values", "val_loss", "step"), UNLEARNED_TABLE, ids=[r[0] for r in UNLEARNED_TABLE]
+)
+def test_outlook_unlearned_table(id_, rules, values, val_loss, step) -> None:
+    extras = {"val_loss": val_loss} if val_loss else None
+    stop = stop_of(judge(rules, values, extras=extras, ctx=Context(planned_steps=50)))
+    if step is None:
+        assert stop is None, stop.reason
+        return
+    assert stop is not None
+    assert (stop.step, stop.best_step, stop.best_value) == (step, 1, 111 / 114)
+    e = stop.evidence
+    assert e["progress"] <= e["learned_noise"] * e["step_noise"]
+    assert e["shortfall"] > e["bar"] >= 0.05 * 111 / 114
+    json.dumps(e)
+
+
+def test_outlook_unlearned_says_what_drove_it_and_leaves_a_learned_run_alone() -> None:
+    """The sentence names the progress, the noise it is within, the best, the shortfall and both bars; a run
+    whose progress noise cannot make is stopped exactly as without the flag."""
+    stop = stop_of(judge([UNLEARNED], NEAR_BEST_FROM_FIRST, ctx=Context(planned_steps=50)))
+    assert stop is not None
+    assert stop.reason == (
+        "m has gained 0.00877 on its first value 0.964912, within 3x its step-to-step noise, so it is judged "
+        "as a run that never improved: its last 6 are worse than its best 0.973684 (step 1) by at least "
+        "0.0526: more than 0.05 of its size and 3x its step-to-step noise (0.0139); keep step 1"
+    )
+    values = overfitting_loss(40, 8)
+    plan = Context(planned_steps=40)
+    learned = stop_of(judge([UNLEARNED], values, mode="min", ctx=plan))
+    plain = stop_of(judge([UNIMPROVED], values, mode="min", ctx=plan))
+    assert learned is not None
+    assert plain is not None
+    assert (learned.step, learned.reason, learned.evidence) == (plain.step, plain.reason, plain.evidence)
+
+
 def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() -> None:
     values = overfitting_loss(40, 8)
     plan = Context(planned_steps=40)

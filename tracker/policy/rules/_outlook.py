@@ -171,6 +171,17 @@ class OutlookParams(RuleParams):
     sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
     it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
 
+    ``unlearned`` (off by default; the ``default`` policy sets it; needs ``unimproved_share``): a run whose
+    best has moved from its first value by no more than ``learned_noise`` times its step-to-step noise has
+    made no progress that can be told from noise, so the pace and ``retreat`` (shares of that progress)
+    cannot judge it either; it is judged as a run that never improved, from its best: stopped when each of
+    its last ``retreat_window`` values is worse than the best by more than ``unimproved_share`` of the
+    best's size and ``retreat_noise`` times the step-to-step noise, under the same floor, guard and holds.
+    A model that scores near its best from its first evaluation (breast cancer at 0.965 after one epoch,
+    0.974 at its second) and then overfits (0.97 down to 0.91 over 40 evaluations, its training loss down
+    to 0.005) was let run to its end, where patience-k stops it within ten evaluations of its best (added
+    2026-11-28).
+
     ``loss_holds_jitter`` (off by default; the ``default`` policy sets it): a retreat from a best the run
     has not moved beyond its own jitter (its progress within ``learned_spread`` times the spread of its last
     8 values, the bar under which the pace is not judged at all) is held while a validation loss
@@ -213,6 +224,7 @@ class OutlookParams(RuleParams):
     final_share: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     steady_retreat_t: float | None = Field(default=None, gt=0.0, le=100.0, allow_inf_nan=False)
     unimproved_share: float | None = Field(default=None, gt=0.0, le=10.0, allow_inf_nan=False)
+    unlearned: bool = False
     loss_holds_jitter: bool = False
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
@@ -357,6 +369,16 @@ class Outlook(Rule[OutlookParams]):
             return None
         spent = None if due is not None else self._spent_due(state, t, best, progress, planned)
         if due is None and spent is None:
+            # Neither test judges a run whose progress is within its noise: judged as one that never
+            # improved, from its best. The latest value within the share of the best ends it cheaply.
+            if (
+                p.unlearned
+                and p.unimproved_share is not None
+                and overfit is None
+                and (best - obs.value if self.mode == "max" else obs.value - best)
+                > p.unimproved_share * abs(best)
+            ):
+                return self._unimproved(state, obs, ctx, planned, lr, progress=progress)
             return None
         # A stop is due. The holds cost more than the tests above, so they are asked only now.
         loss = self._loss_outlook(state, obs, planned)
@@ -413,23 +435,36 @@ class Outlook(Rule[OutlookParams]):
         return self._spent(ctx.best, obs, evidence)
 
     def _unimproved(
-        self, state: State, obs: Observation, ctx: Context, planned: int, lr: float | None
+        self,
+        state: State,
+        obs: Observation,
+        ctx: Context,
+        planned: int,
+        lr: float | None,
+        *,
+        progress: float = 0.0,
     ) -> Verdict | None:
-        """The stop of a run whose best is still its first value, when each of its last ``retreat_window``
-        values is worse than it by more than ``unimproved_share`` of its size and ``retreat_noise`` times
-        the step-to-step noise, and neither a validation loss that still falls nor a steady rise holds it;
-        else None. The caller has applied the plan's floor and the learning-rate guard."""
+        """The stop of a run whose best is still its first value (``progress`` 0), or has moved from it by
+        no more than ``learned_noise`` times the step-to-step noise (``unlearned``), when each of its last
+        ``retreat_window`` values is worse than that best by more than ``unimproved_share`` of its size and
+        ``retreat_noise`` times the step-to-step noise, and neither a validation loss that still falls nor
+        a steady rise holds it; else None. The caller has applied the plan's floor and the learning-rate
+        guard."""
         p = self.params
-        recent, first = state["recent"], state["first"]
+        assert p.unimproved_share is not None  # the caller asks only then
+        recent, first, seen = state["recent"], state["first"], ctx.best
+        best = first if progress == 0.0 or seen.value is None else seen.value
         window = p.retreat_window
         if len(recent) < window or state["seen"] <= window:
             return None  # the first value (the best) is among the values asked
         asked = recent[-window:]
-        shortfall = first - max(asked) if self.mode == "max" else min(asked) - first
-        if shortfall <= p.unimproved_share * abs(first):  # a first value of 0 asks only the noise
+        shortfall = best - max(asked) if self.mode == "max" else min(asked) - best
+        if shortfall <= p.unimproved_share * abs(best):  # a best of 0 asks only the noise
             return None
         jitter = step_noise(recent)
-        bar = max(p.unimproved_share * abs(first), p.retreat_noise * jitter)
+        if progress > p.learned_noise * jitter:
+            return None  # progress that noise cannot make: the pace and the retreat judge it
+        bar = max(p.unimproved_share * abs(best), p.retreat_noise * jitter)
         if shortfall <= bar:
             return None
         loss = self._loss_outlook(state, obs, planned)
@@ -437,13 +472,21 @@ class Outlook(Rule[OutlookParams]):
             return None
         rise_t = None
         if p.rising_t is not None:
-            rise_t, passes_first = self._rise(state, first, 0.0, planned)
-            if passes_first and rise_t >= p.rising_t:
+            rise_t, passes_best = self._rise(state, best, progress, planned)
+            if passes_best and rise_t >= p.rising_t:
                 return None
-        seen = ctx.best
-        reason = (
-            f"{self.monitor} has not improved on its first value {fmt(first)} (step {seen.step}) in "
-            f"{state['seen'] - 1} evaluations, and its last {window} are worse than it by at least "
+        if progress == 0.0:
+            reason = (
+                f"{self.monitor} has not improved on its first value {fmt(first)} (step {seen.step}) in "
+                f"{state['seen'] - 1} evaluations, and its last {window} are worse than it by at least "
+            )
+        else:
+            reason = (
+                f"{self.monitor} has gained {progress:.3g} on its first value {fmt(first)}, within "
+                f"{p.learned_noise:g}x its step-to-step noise, so it is judged as a run that never improved: "
+                f"its last {window} are worse than its best {fmt(best)} (step {seen.step}) by at least "
+            )
+        reason += (
             f"{shortfall:.3g}: more than {p.unimproved_share:g} of its size and {p.retreat_noise:g}x its "
             f"step-to-step noise ({_noise_said(jitter)}); "
         )
@@ -457,6 +500,7 @@ class Outlook(Rule[OutlookParams]):
             reason=reason,
             evidence={
                 "first": first,
+                **({"progress": progress, "learned_noise": p.learned_noise} if progress else {}),
                 "shortfall": shortfall,
                 "unimproved_share": p.unimproved_share,
                 "retreat_window": window,
