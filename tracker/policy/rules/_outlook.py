@@ -171,7 +171,7 @@ class OutlookParams(RuleParams):
     sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
     it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
 
-    ``unlearned`` (off by default; the ``default`` policy sets it; needs ``unimproved_share``): a run whose
+    ``unlearned`` (off by default and in the ``default`` policy; needs ``unimproved_share``): a run whose
     best has moved from its first value by no more than ``learned_noise`` times its step-to-step noise has
     made no progress that can be told from noise, so the pace and ``retreat`` (shares of that progress)
     cannot judge it either; it is judged as a run that never improved, from its best: stopped when each of
@@ -179,8 +179,10 @@ class OutlookParams(RuleParams):
     best's size and ``retreat_noise`` times the step-to-step noise, under the same floor, guard and holds.
     A model that scores near its best from its first evaluation (breast cancer at 0.965 after one epoch,
     0.974 at its second) and then overfits (0.97 down to 0.91 over 40 evaluations, its training loss down
-    to 0.005) was let run to its end, where patience-k stops it within ten evaluations of its best (added
-    2026-11-28).
+    to 0.005) was let run to its end, where patience-k stops it within ten evaluations of its best. On the
+    watched metric such a run looks like one at chance that will learn later (a 10-class CNN at 0.03 to 0.08,
+    its best at its 69th of 80 evaluations, was stopped at its 23rd), so the ``default`` leaves it off; it
+    suits runs known to start trained, as fine-tuning does (added 2026-11-28; ``tracker/policy/HISTORY.md``).
 
     ``loss_holds_jitter`` (off by default; the ``default`` policy sets it): a retreat from a best the run
     has not moved beyond its own jitter (its progress within ``learned_spread`` times the spread of its last
