@@ -406,6 +406,7 @@ def test_combine_all_waits_for_every_convergence_rule_but_not_guards() -> None:
         ({"monitor": "m", "mode": "max", "rules": [{"rule": "prechelt"}]}, ()),
         ({"monitor": "m", "rules": [{"rule": "divergence"}]}, ("rules", 0, "divergence")),
         ({"monitor": "m", "rules": [{"rule": "budget"}]}, ("rules", 0, "budget")),
+        ({"monitor": "m", "rules": [{"rule": "outlook", "unlearned": True}]}, ("rules", 0, "outlook")),
         ({"monitor": "m", "rules": [{"rule": "plateau", "alpha": 0.7}]}, ("rules", 0, "plateau", "alpha")),
         ({"monitor": "m", "rules": [{"rule": "plateau", "window": 2}]}, ("rules", 0, "plateau", "window")),
         ({"monitor": "m", "rules": [{"rule": "overfitting"}]}, ("rules", 0, "overfitting", "train_key")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
 from tracker.policy._keys import MetricNames, Names
@@ -232,6 +232,13 @@ class OutlookParams(RuleParams):
     train_key: MetricNames | None = None
     overfit_share: float = Field(default=0.1, gt=0.0, le=1.0, allow_inf_nan=False)
 
+    @model_validator(mode="after")
+    def _unlearned_has_its_bar(self) -> OutlookParams:
+        # unlearned judges with unimproved_share's bar: without it the flag would silently do nothing.
+        if self.unlearned and self.unimproved_share is None:
+            raise ValueError("outlook's unlearned needs unimproved_share (the bar it judges by), got none")
+        return self
+
 
 class Outlook(Rule[OutlookParams]):
     """NaN/inf move nothing (``non_finite`` judges them). Ties do not improve. Silent after it stops."""
@@ -375,7 +382,7 @@ class Outlook(Rule[OutlookParams]):
             # improved, from its best. The latest value within the share of the best ends it cheaply.
             if (
                 p.unlearned
-                and p.unimproved_share is not None
+                and p.unimproved_share is not None  # set with unlearned (validated); for the type checker
                 and overfit is None
                 and (best - obs.value if self.mode == "max" else obs.value - best)
                 > p.unimproved_share * abs(best)
