@@ -462,7 +462,7 @@ class Outlook(Rule[OutlookParams]):
         p = self.params
         assert p.unimproved_share is not None  # the caller asks only then
         recent, first, seen = state["recent"], state["first"], ctx.best
-        best = first if progress == 0.0 or seen.value is None else seen.value
+        best = first if seen.value is None else seen.value  # the first value itself when progress is 0
         window = p.retreat_window
         if len(recent) < window or state["seen"] <= window:
             return None  # the first value (the best) is among the values asked
