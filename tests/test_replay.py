@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,53 @@ def test_the_benchmarks_ceiling_and_interval(opda_slice: Path) -> None:
     assert low == high == margin(outcome(one, [stop] * 10, "max"), frontier)
 
 
+def test_the_hindsight_room_bounds_every_policy_and_is_the_clairvoyant_margin_at_no_regret(
+    opda_slice: Path,
+) -> None:
+    """A run's stops worth making in hindsight are its new bests and its end, each with its compute saved
+    and regret; the room over the frontier bounds the margin of every policy within the regret bound
+    (patience-k, a stop half-way, the default, the clairvoyant), and with no regret allowed, on a score
+    that is the watched metric itself, it is the clairvoyant's margin."""
+    from tests.benchmarks._frontier import (
+        clairvoyant_stops,
+        hindsight_room,
+        margin,
+        outcome,
+        patience_frontier,
+        patience_stops,
+        stop_choices,
+    )
+
+    values = [0.5, 0.7, 0.6, math.nan, 0.8, 0.8, 0.75]
+    curve = Curve("s", "0", list(range(7)), values, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7], list(range(1, 8)))
+    # New bests at 0, 1 and 4 (0.8 again at 5 keeps 4's checkpoint), and the end, which keeps 4's too.
+    choices = stop_choices(curve, "max")
+    assert [saved for saved, _ in choices] == [6, 5, 2, 0]
+    assert [regret for _, regret in choices] == pytest.approx([0.4, 0.3, 0.0, 0.0])
+
+    curves = [c for c in load_jsonl(opda_slice, metric="val", score="val2") if c.complete][:60]
+    frontier = list(patience_frontier(curves, "max").values())
+    bound = 0.005
+    room, at = hindsight_room(curves, "max", frontier, bound)
+    assert 0.0 <= at <= bound
+    default = [replay_curve(preset("default", monitor="val", mode="max"), c).stop_index for c in curves]
+    policies = [
+        clairvoyant_stops(curves, "max"),
+        [len(c.watch) // 2 for c in curves],
+        default,
+        *([s[k] for s in (patience_stops(c.watch, [k], "max") for c in curves)] for k in (3, 10, 30)),
+    ]
+    within = [outcome(curves, stops, "max") for stops in policies]
+    within = [p for p in within if p.regret <= bound]
+    assert len(within) >= 3  # the clairvoyant, the default and a long patience at least
+    assert all(margin(p, frontier) <= room + 1e-9 for p in within)
+
+    same = [replace(c, score=c.watch) for c in curves]
+    frontier = list(patience_frontier(same, "max").values())
+    clairvoyant = margin(outcome(same, clairvoyant_stops(same, "max"), "max"), frontier)
+    assert hindsight_room(same, "max", frontier, 0.0) == pytest.approx((clairvoyant, 0.0), abs=1e-6)
+
+
 def test_a_negative_regret_is_no_saving_over_the_frontier() -> None:
     """A policy whose kept checkpoints scored better on the held-out split than the full runs' bests (mean
     regret below 0) is compared with the frontier at regret 0, not credited its whole saving because no
@@ -361,6 +409,13 @@ def test_the_benchmark_replays_the_watched_metric_alone_and_says_the_targets(tmp
     assert said[0] == "+10 pp over the frontier on every source: met on 1 of 2; short on b"
     assert said[1] == "never below the frontier: below on b"
     assert said[2] == "mean regret <= 0.005 on every source: missed (worst 0.0090, b)"
+    # A source whose room (the most any rule can show there) is under the goal is named apart.
+    rows["b"]["room"] = 0.3
+    rows["c"] = {"margin": 0.03, "default": {"regret": 0.001}, "room": 0.07}
+    assert targets_said(rows)[0] == (
+        "+10 pp over the frontier on every source: met on 1 of 3; short on b, c (c out of reach of any rule: "
+        "its room within a mean regret of 0.005, every score known in hindsight, is under 10 pp)"
+    )
 
 
 def test_the_comparison_benchmark_applies_each_change_and_tallies_both_conditions(tmp_path: Path) -> None:

@@ -147,6 +147,57 @@ def clairvoyant_stops(curves: Sequence[Curve], mode: Mode) -> list[int]:
     return [best_index(c.watch, len(c.watch) - 1, mode) for c in curves]
 
 
+def stop_choices(curve: Curve, mode: Mode) -> list[tuple[float, float]]:
+    """(compute saved, regret) of each stop worth making on a run in hindsight: at every evaluation that sets
+    a new best of the watched metric (a later stop keeps the same checkpoint at more compute) and at its
+    end. A stop whose kept checkpoint has no score (an infinite regret) is left out: no rule within a finite
+    mean regret makes it."""
+    last = len(curve.watch) - 1
+    full = best_index(curve.watch, last, mode)
+    choices: list[tuple[float, float]] = []
+    kept, best = 0, None  # with no finite value yet, the first checkpoint is the one kept
+    for i, v in enumerate(curve.watch):
+        if math.isfinite(v) and (best is None or (v > best if mode == "max" else v < best)):
+            kept, best = i, v
+        elif i != last:
+            continue
+        result = RunResult(
+            curve=curve, stop_index=i, kept_index=kept, full_best_index=full, stopped_by=None, mode=mode
+        )
+        if math.isfinite(result.regret):
+            choices.append((result.cost_full - result.cost_used, result.regret))
+    return choices
+
+
+def hindsight_room(
+    curves: Sequence[Curve], mode: Mode, frontier: Sequence[Point], bound: float, grid: int = 1001
+) -> tuple[float, float]:
+    """At most how far any stopping rule can lie above the patience-k frontier (compute saved, at its own
+    mean regret, as :func:`margin` measures it) with a mean regret within ``bound``, and the regret where
+    that room is widest. The rule is allowed every score in hindsight: it picks each run's stop among
+    :func:`stop_choices`, so a margin target larger than this room is out of reach on these runs.
+
+    The most a rule saves at mean regret ``r`` is bounded by Lagrangian duality: for any ``lam >= 0`` it is at
+    most ``max over stops (saved - lam x regret) + lam x r``, the inner maximum taken run by run; the
+    smallest of these over a logarithmic grid of ``lam`` is an upper bound whatever the grid (a finer grid
+    only tightens it). Regrets ``r`` are read on ``grid`` points of ``[0, bound]`` and at the frontier's
+    own points there."""
+    import numpy as np  # a server dependency; only this bound needs it
+
+    total = sum(c.cost[-1] for c in curves)
+    n = len(curves)
+    lams = np.concatenate(([0.0], np.logspace(-3, 8, 1200)))
+    best_trade = np.zeros_like(lams)  # sum over runs of max over stops of (saved - lam x regret)
+    for curve in curves:
+        saved, regret = np.array(stop_choices(curve, mode)).T
+        best_trade += (saved[:, None] / total - lams[None, :] * regret[:, None] / n).max(axis=0)
+    regrets = sorted(
+        {*np.linspace(0.0, bound, grid).tolist(), *(p.regret for p in frontier if 0.0 <= p.regret <= bound)}
+    )
+    room = [(float(np.min(best_trade + lams * r)) - saved_at(frontier, r), r) for r in regrets]
+    return max(room)
+
+
 def margin_interval(
     curves: Sequence[Curve],
     stops: Sequence[int],
