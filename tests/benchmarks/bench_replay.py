@@ -9,7 +9,9 @@ Per run (complete runs; OPDA watches ``val`` and is scored on ``val2``, the corp
 mode its file gives and is scored on ``val2``, a held-out test split; cost by ``time_s`` else steps):
 compute saved and mean regret of patience-k for every k in 1..40 and of each candidate default. The
 margin is a policy's compute saved minus what the patience-k frontier (its Pareto points, linear between
-them) saves at the policy's own mean regret, a regret below 0 counting as 0 on both sides.
+them) saves at the policy's own mean regret, a regret below 0 counting as 0 on both sides. The room is
+the most any stopping rule could show over that frontier within a mean regret of 0.005, every score known
+in hindsight (``_frontier.hindsight_room``): where it is under the +10 pp goal, no rule meets the goal.
 
 Leave one family out: for each family, the candidate with the best worst-source margin on the *other*
 families, among those within a mean regret of 0.005 on each of their sources, is chosen, and its margin
