@@ -1,5 +1,5 @@
-"""The dashboard's only way to the data: the tracker's HTTP API through the one client (``sdk.client``),
-with the URL and token from the environment, and a 2-second cache."""
+"""The dashboard's only way to the data: the tracker's HTTP API through the one client
+(``plateau_tracker.client``), with the URL and token from the environment, and a 2-second cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import streamlit as st
 
-from sdk.client import DEFAULT_URL, TrackerClient, TrackerError, number
+from plateau_tracker.client import DEFAULT_URL, TrackerClient, TrackerError, number
 
 __all__ = ["DEFAULT_URL", "number"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from dashboard._api import number
+from plateau_tracker.dashboard._api import number
 
 MARKER_COLOURS = {"checkpoint": "#2ca02c", "stop": "#d62728", "alert": "#ff7f0e", "best": "#1f77b4"}
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard._api import tracker_url  # the installed package (pip install -e . in a checkout)
+from plateau_tracker.dashboard._api import (
+    tracker_url,  # the installed package (pip install -e . in a checkout)
+)
 
 HERE = Path(__file__).parent / "views"
 

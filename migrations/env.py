@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from tracker.db.engine import make_engine
-from tracker.db.models import Base
+from plateau_tracker.server.db.engine import make_engine
+from plateau_tracker.server.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,7 +1,7 @@
 """Plateau SDK: log metrics from a training loop and read back the tracker's stop/checkpoint decisions.
 
-    import sdk
-    run = sdk.init(project="digits", monitor="val/loss", mode="min", rules=[{"rule": "patience"}])
+    import plateau_tracker as plateau
+    run = plateau.init(project="digits", monitor="val/loss", mode="min", rules=[{"rule": "patience"}])
     for epoch in range(100):
         ...
         run.log({"val/loss": loss}, step=epoch)
@@ -20,15 +20,18 @@ Public API:
 - ``Decision``: the tracker's verdict (action, step, best step and value, reason, evidence).
 - ``sync``: deliver what the disk spool holds (``plateau sync``); returns a ``SyncReport``.
 - ``SyncReport``: what a sync delivered, left and refused.
+- ``__version__``: the installed release of Plateau.
 - ``DEFAULT_URL``: the tracker's address when neither ``url`` nor ``$PLATEAU_URL`` names one.
 """
 
 from __future__ import annotations
 
-from sdk._decision import Decision
-from sdk._init import init
-from sdk._run import Run
-from sdk._spool import SyncReport, sync
-from sdk._transport import DEFAULT_URL
+from plateau_tracker._decision import Decision
+from plateau_tracker._init import init
+from plateau_tracker._run import Run
+from plateau_tracker._spool import SyncReport, sync
+from plateau_tracker._transport import DEFAULT_URL
 
-__all__ = ["DEFAULT_URL", "Decision", "Run", "SyncReport", "init", "sync"]
+__version__ = "0.1.0"
+
+__all__ = ["DEFAULT_URL", "Decision", "Run", "SyncReport", "__version__", "init", "sync"]

@@ -32,7 +32,8 @@ def shared_run_key(world_size: int) -> str:
     """A run key every rank of the job agrees on.
 
     ``PLATEAU_RUN_KEY``, else torchrun's ``TORCHELASTIC_RUN_ID``, else (under torch.distributed) rank 0's
-    fresh key broadcast to the others, which is a collective: every rank calls ``sdk.init`` together.
+    fresh key broadcast to the others, which is a collective: every rank calls ``plateau_tracker.init``
+    together.
     """
     for name in ("PLATEAU_RUN_KEY", "TORCHELASTIC_RUN_ID"):
         value = os.environ.get(name)

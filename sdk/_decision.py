@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sdk._numbers import number
+from plateau_tracker._numbers import number
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``sdk.init``: the one way a training process starts (or joins) a run."""
+"""``plateau_tracker.init``: the one way a training process starts (or joins) a run."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sdk._agree import detect_rank_world, shared_run_key
-from sdk._mode import resolve_mode
-from sdk._policy_check import check_policy
-from sdk._run import Run
-from sdk._spool import Spool, default_spool_dir
-from sdk._transport import DEFAULT_URL, Transport
-from sdk._types import Combine, ModeChoice, Reduce
+from plateau_tracker._agree import detect_rank_world, shared_run_key
+from plateau_tracker._mode import resolve_mode
+from plateau_tracker._policy_check import check_policy
+from plateau_tracker._run import Run
+from plateau_tracker._spool import Spool, default_spool_dir
+from plateau_tracker._transport import DEFAULT_URL, Transport
+from plateau_tracker._types import Combine, ModeChoice, Reduce
 
 # The order of the parameters that could once be given by position, for the deprecated positional form.
 _ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", "url")
@@ -81,7 +81,8 @@ def init(
     ``ValueError`` too.
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
     on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
-    ``sdk._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's settings).
+    ``plateau_tracker._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's
+    settings).
 
     Every parameter after ``project`` is keyword-only. The positional form of earlier releases
     (``init("proj", "exp", None, {...}, "val/loss")``) still works, with a ``DeprecationWarning``.
@@ -164,7 +165,7 @@ def _once_positional(positional: tuple[Any, ...]) -> dict[str, Any]:
     if len(positional) > len(_ONCE_POSITIONAL):
         raise TypeError(f"init() takes 1 positional argument (project), {1 + len(positional)} given")
     warnings.warn(
-        "sdk.init: pass every argument after project by name "
+        "plateau_tracker.init: pass every argument after project by name "
         f"({', '.join(f'{n}=' for n in _ONCE_POSITIONAL[: len(positional)])}); the positional form "
         "will be removed",
         DeprecationWarning,

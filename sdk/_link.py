@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from sdk._retry import backoff_delay
-from sdk._transport import RetryableError
+from plateau_tracker._retry import backoff_delay
+from plateau_tracker._transport import RetryableError
 
 UNREACHABLE_MEMORY_S = 60.0
 """How long a process remembers a tracker it could not reach: ``init`` of another run to it within this

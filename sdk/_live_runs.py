@@ -10,7 +10,7 @@ import threading
 import weakref
 from typing import Protocol
 
-from sdk._types import FinalStatus
+from plateau_tracker._types import FinalStatus
 
 
 class LiveRun(Protocol):

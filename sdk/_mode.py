@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import warnings
 
-from sdk._types import Mode, ModeChoice
+from plateau_tracker._types import Mode, ModeChoice
 
 # Words of shares, at most 1 (or 100 in percent): accuracies and their top-k forms, ranking and retrieval
 # scores, overlap scores. What ``perfect`` may read in percent; not rewards, returns, PSNR or correlations,
@@ -95,7 +95,7 @@ def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
                 f"{'upwards' if inferred == 'max' else 'downwards'} (mode={inferred!r}); judged with "
                 f"mode={mode!r} as asked: leave mode out to have it read from the name",
                 UserWarning,
-                stacklevel=4,  # the caller of sdk.init
+                stacklevel=4,  # the caller of plateau_tracker.init
             )
         return mode
     if inferred is not None:
@@ -104,6 +104,6 @@ def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
         f"plateau: cannot tell from the name {monitor!r} whether it improves upwards or downwards; it is "
         "judged as a loss (mode='min'): pass mode='max' if higher is better",
         UserWarning,
-        stacklevel=4,  # the caller of sdk.init
+        stacklevel=4,  # the caller of plateau_tracker.init
     )
     return "min"

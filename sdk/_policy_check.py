@@ -2,9 +2,9 @@
 
 A typo (``patiance``) used to be caught by nobody until ``plateau sync`` met a 422, hours after a run
 trained unjudged. ``policy_shape.json`` is the tracker's own schema of rule names, parameters, types and
-bounds (written by ``python -m tracker.policy.shape``; a test keeps the two equal). The check refuses
-only what the tracker refuses: where a value might pass the tracker's lax parsing (``"5"`` for an int),
-it passes here, and checks across fields stay the tracker's.
+bounds (written by ``python -m plateau_tracker.server.policy.shape``; a test keeps the two equal). The check
+refuses only what the tracker refuses: where a value might pass the tracker's lax parsing (``"5"`` for an
+int), it passes here, and checks across fields stay the tracker's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ _TRUTHY = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "
 
 @functools.cache
 def _shape() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(resources.files("sdk").joinpath("policy_shape.json").read_text())
+    loaded: dict[str, Any] = json.loads(
+        resources.files("plateau_tracker").joinpath("policy_shape.json").read_text()
+    )
     return loaded
 
 

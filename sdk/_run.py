@@ -11,23 +11,23 @@ from contextlib import AbstractContextManager, suppress
 from types import TracebackType
 from typing import Any
 
-from sdk import _live_runs
-from sdk._agree import Agreement, agreement
-from sdk._decision import Decision
-from sdk._link import recently_unreachable
-from sdk._rate import RateWatch
-from sdk._sender import Sender
-from sdk._spool import UNDELIVERED, Spool, spooled_points
-from sdk._transport import RejectedError, RetryableError, Transport
-from sdk._types import FinalStatus
-from sdk._verdicts import Verdicts
-from sdk.complexity import StepTimes, peak_rss_bytes, profile_model, timed
+from plateau_tracker import _live_runs
+from plateau_tracker._agree import Agreement, agreement
+from plateau_tracker._decision import Decision
+from plateau_tracker._link import recently_unreachable
+from plateau_tracker._rate import RateWatch
+from plateau_tracker._sender import Sender
+from plateau_tracker._spool import UNDELIVERED, Spool, spooled_points
+from plateau_tracker._transport import RejectedError, RetryableError, Transport
+from plateau_tracker._types import FinalStatus
+from plateau_tracker._verdicts import Verdicts
+from plateau_tracker.complexity import StepTimes, peak_rss_bytes, profile_model, timed
 
 logger = logging.getLogger("plateau")
 
 
 class Run:
-    """A run on the tracker, seen from a training process. Create it with :func:`sdk.init`.
+    """A run on the tracker, seen from a training process. Create it with :func:`plateau_tracker.init`.
 
     Decisions arrive in the answer to each batch the sender posts; the monitored metric's batch is posted
     as soon as its step is complete (the loop asks for the verdict, or logs another step; 0.1 s at most).
@@ -281,8 +281,9 @@ class Run:
         self, model: Any, example_input: Any, *, batch_size: int = 32, warmup: int = 3, repeats: int = 20
     ) -> dict[str, Any]:
         """Measure ``model`` (parameters, FLOPs per sample, inference latency at batch 1 and at
-        ``batch_size``, peak memory; see :func:`sdk.complexity.profile_model`), store the figures in the
-        run's summary and return them. Needs torch; call it before or after training, not inside a step."""
+        ``batch_size``, peak memory; see :func:`plateau_tracker.complexity.profile_model`), store the figures
+        in the run's summary and return them. Needs torch; call it before or after training, not inside a
+        step."""
         figures = profile_model(model, example_input, batch_size=batch_size, warmup=warmup, repeats=repeats)
         self.update_summary(figures)
         return figures

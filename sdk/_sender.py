@@ -23,12 +23,12 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sdk._batcher import Batch, Batcher, Marker, Queue, queued_points
-from sdk._decision import Answer
-from sdk._link import Link
-from sdk._spool import Spool, replay, replay_summary
-from sdk._summary_sync import SummarySync
-from sdk._transport import RejectedError, RetryableError, Transport
+from plateau_tracker._batcher import Batch, Batcher, Marker, Queue, queued_points
+from plateau_tracker._decision import Answer
+from plateau_tracker._link import Link
+from plateau_tracker._spool import Spool, replay, replay_summary
+from plateau_tracker._summary_sync import SummarySync
+from plateau_tracker._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
 

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sdk._transport import RejectedError, RetryableError, Transport
+from plateau_tracker._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
 

@@ -7,8 +7,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sdk._spool import Spool
-from sdk._transport import RejectedError, RetryableError, Transport
+from plateau_tracker._spool import Spool
+from plateau_tracker._transport import RejectedError, RetryableError, Transport
 
 
 class SummarySync:

@@ -1,7 +1,7 @@
 """The one client of the tracker's HTTP API: the SDK's calls and everything else that reads the tracker
 (the CLI's remote commands, TensorBoard export and import, replay, the dashboard, the demo). Standard
 library only, over kept-alive connections; errors sorted into "retry" and "give up"; the API's NaN and
-Infinity decoded in one place (``sdk._numbers``). Public as :mod:`sdk.client`."""
+Infinity decoded in one place (``plateau_tracker._numbers``). Public as :mod:`plateau_tracker.client`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from sdk._decision import Answer, Decision
-from sdk._http import HttpClient, Reply, TransportErrors
-from sdk._numbers import number
-from sdk._retry import RETRYABLE_STATUSES, parse_retry_after
+from plateau_tracker._decision import Answer, Decision
+from plateau_tracker._http import HttpClient, Reply, TransportErrors
+from plateau_tracker._numbers import number
+from plateau_tracker._retry import RETRYABLE_STATUSES, parse_retry_after
 
 DEFAULT_URL = "http://127.0.0.1:8765"
 

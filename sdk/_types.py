@@ -1,5 +1,5 @@
 """The few-strings values of the SDK's public signatures, as ``Literal`` types a type checker can hold a
-call to (the tracker refuses anything else, and ``sdk.init`` checks them before training)."""
+call to (the tracker refuses anything else, and ``plateau_tracker.init`` checks them before training)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ Mode = Literal["min", "max"]
 """The direction the monitored metric improves in: ``min`` for a loss, ``max`` for an accuracy."""
 
 ModeChoice = Literal["min", "max", "auto"]
-"""A :data:`Mode`, or ``auto``: read from the monitor's name (``sdk._mode.infer_mode``: ``val/acc`` is
-``max``, ``val_loss`` is ``min``; a name that says neither is judged as a loss, with a warning)."""
+"""A :data:`Mode`, or ``auto``: read from the monitor's name (``plateau_tracker._mode.infer_mode``:
+``val/acc`` is ``max``, ``val_loss`` is ``min``; a name that says neither is judged as a loss, with a
+warning)."""
 
 Combine = Literal["any", "all"]
 """``any``: the first rule that says stop stops; ``all``: every convergence rule must."""

@@ -14,9 +14,9 @@ import threading
 import time
 from typing import Any
 
-from sdk._decision import CONTINUE, Answer, Decision
-from sdk._sender import Sender
-from sdk._transport import RejectedError, RetryableError, Transport
+from plateau_tracker._decision import CONTINUE, Answer, Decision
+from plateau_tracker._sender import Sender
+from plateau_tracker._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
 

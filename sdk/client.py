@@ -1,7 +1,7 @@
 """The tracker's HTTP API from Python: the one client every part of Plateau that talks to a tracker uses
 (the SDK's runs, the CLI's remote commands, TensorBoard export and import, replay, the dashboard, the demo).
 
-    from sdk.client import connect
+    from plateau_tracker.client import connect
 
     with connect() as tracker:  # $PLATEAU_URL and $PLATEAU_TOKEN, else the local default
         for run in tracker.runs(experiment="mlp-sweep"):
@@ -14,8 +14,8 @@ not be reached or asked to come back, :class:`RejectedError` when it refused (:c
 
 from __future__ import annotations
 
-from sdk._numbers import number
-from sdk._transport import (
+from plateau_tracker._numbers import number
+from plateau_tracker._transport import (
     DEFAULT_URL,
     NotFoundError,
     RejectedError,
@@ -23,7 +23,7 @@ from sdk._transport import (
     TrackerError,
     connect,
 )
-from sdk._transport import Transport as TrackerClient
+from plateau_tracker._transport import Transport as TrackerClient
 
 __all__ = [
     "DEFAULT_URL",

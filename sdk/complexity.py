@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sdk._quantile import quantile
+from plateau_tracker._quantile import quantile
 
 
 def peak_rss_bytes() -> int:

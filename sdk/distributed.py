@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from sdk._run import Run
+from plateau_tracker._run import Run
 
 __all__ = ["StepTimer", "step_figures"]
 

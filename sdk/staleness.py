@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sdk._quantile import quantile
-from sdk._run import Run
+from plateau_tracker._quantile import quantile
+from plateau_tracker._run import Run
 
 __all__ = ["StalenessMonitor", "VersionCounter"]
 

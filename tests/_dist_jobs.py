@@ -16,9 +16,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-import sdk
-from sdk.distributed import StepTimer
-from sdk.staleness import StalenessMonitor, VersionCounter
+import plateau_tracker as plateau
+from plateau_tracker.distributed import StepTimer
+from plateau_tracker.staleness import StalenessMonitor, VersionCounter
 
 
 def init_group(args: argparse.Namespace) -> None:
@@ -39,7 +39,7 @@ def straggler(args: argparse.Namespace) -> dict:
     layers = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     model = nn.parallel.DistributedDataParallel(layers, bucket_cap_mb=0.5)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    run = sdk.init(
+    run = plateau.init(
         project="dist",
         experiment="straggler",
         url=args.url,
@@ -79,7 +79,7 @@ def straggler(args: argparse.Namespace) -> dict:
 def agreed_stop(args: argparse.Namespace) -> dict:
     """Only rank ``args.trigger``'s local metric crosses the threshold; every rank must leave together."""
     init_group(args)
-    run = sdk.init(
+    run = plateau.init(
         project="dist",
         experiment="stop",
         url=args.url,
@@ -112,7 +112,7 @@ def stop_cost(args: argparse.Namespace) -> dict:
     """Median cost of one distributed should_stop() call (an all-reduce MAX of one int), with 1 ms of
     work between calls as in a training loop."""
     init_group(args)
-    run = sdk.init(project="dist", experiment="cost", url=args.url, run_key=args.key, monitor="loss")
+    run = plateau.init(project="dist", experiment="cost", url=args.url, run_key=args.key, monitor="loss")
     for deferred in (False, True):
         for _ in range(100):
             run.should_stop(deferred=deferred)
@@ -142,7 +142,7 @@ def _hogwild_worker(
     delay_ms: float,
 ) -> None:
     torch.manual_seed(worker)
-    run = sdk.init(
+    run = plateau.init(
         project="dist",
         experiment="hogwild",
         url=url,

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from sdk.integrations.transformers import PlateauCallback
+from plateau_tracker.integrations.transformers import PlateauCallback
 from tests.test_integration_transformers import RULES, _trainer
 
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 import time
 
-import sdk
+import plateau_tracker as plateau
 
 
 def main() -> None:
     url, project, progress_path = sys.argv[1:4]
     pause = float(sys.argv[4]) if len(sys.argv) > 4 else 0.15
-    run = sdk.init(project=project, url=url, run_key=f"{project}-run", wait=1.0)
+    run = plateau.init(project=project, url=url, run_key=f"{project}-run", wait=1.0)
     with open(progress_path, "w") as progress:
         step = 0
         while True:

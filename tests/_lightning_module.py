@@ -65,7 +65,7 @@ def cpu_trainer(callback: pl.Callback, root: str | Path, epochs: int, **options:
 
 def fit_ddp(url: str, run_key: str, root: str, script: list[float], rules: list[dict[str, Any]]) -> None:
     """Two CPU ranks (ddp_spawn) under the Plateau callback; rank 1's metric sits 0.5 above rank 0's."""
-    from sdk.integrations.lightning import PlateauCallback
+    from plateau_tracker.integrations.lightning import PlateauCallback
 
     callback = PlateauCallback(
         project="lightning",

@@ -1,4 +1,4 @@
-"""A real tracker in a subprocess (``python -m tracker serve``) on a free loopback port."""
+"""A real tracker in a subprocess (``python -m plateau_tracker serve``) on a free loopback port."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tracker.processes import stop_child
+from plateau_tracker.server.processes import stop_child
 
 
 def free_port() -> int:
@@ -38,7 +38,16 @@ class TrackerProcess:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / f"tracker-{self.port}.log"
-        command = [sys.executable, "-m", "tracker", "serve", "--port", str(self.port), "--home", str(home)]
+        command = [
+            sys.executable,
+            "-m",
+            "plateau_tracker",
+            "serve",
+            "--port",
+            str(self.port),
+            "--home",
+            str(home),
+        ]
         command += ["--workers", str(workers)]
         if database_url:
             command += ["--database-url", database_url]
@@ -54,7 +63,7 @@ class TrackerProcess:
             )
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 120.0) -> None:
         try:
             wait_until_healthy(self.process, f"{self.url}/api/v1/health", self.log_path, timeout, poll=0.05)
         except RuntimeError:

@@ -4,9 +4,12 @@ scratch PostgreSQL database."""
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
+import importlib.machinery
 import os
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +19,31 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from plateau_tracker.server.app import create_app
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.migrate import upgrade
+from plateau_tracker.server.db.prepare import prepare_schema
 from tests._server import TrackerProcess
-from tracker.app import create_app
-from tracker.config import Settings
-from tracker.db.migrate import upgrade
-from tracker.db.prepare import prepare_schema
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+class _RepositoryFoldersAreNotPackages(importlib.abc.MetaPathFinder):
+    """The checkout's root is on ``sys.path`` (the tests import ``tests.*``), which would let ``sdk`` or
+    ``tracker`` import as packages of their own and hide a reference to the old names that an installed
+    wheel cannot satisfy. Under the tests they fail as they would there."""
+
+    FOLDERS = frozenset({"sdk", "tracker", "dashboard", "migrations"})
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.split(".")[0] in self.FOLDERS:
+            raise ModuleNotFoundError(f"{fullname!r} is a folder of the repository; import plateau_tracker")
+        return None
+
+
+sys.meta_path.insert(0, _RepositoryFoldersAreNotPackages())
 
 
 @pytest.fixture(autouse=True)

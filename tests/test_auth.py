@@ -11,16 +11,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.migrate import upgrade
+from plateau_tracker.server.services.auth import Authenticator, AuthError, create_token, revoke_token
 from tests._server import TrackerProcess, free_port
-from tracker.db.engine import Database
-from tracker.db.migrate import upgrade
-from tracker.services.auth import Authenticator, AuthError, create_token, revoke_token
 
 
 def plateau(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tracker", *args], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "plateau_tracker", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -114,7 +118,7 @@ def test_tokens_guard_every_run_of_every_project(secured) -> None:
 def test_sdk_sends_its_token(secured, monkeypatch: pytest.MonkeyPatch) -> None:
     server, tokens = secured
     monkeypatch.setenv("PLATEAU_TOKEN", tokens["b-write"])
-    run = sdk.init(project="beta", url=server.url, monitor="loss")
+    run = plateau_tracker.init(project="beta", url=server.url, monitor="loss")
     run.log({"loss": 0.5}, step=0)
     assert run.flush(10)
     assert run.finish(timeout=10) == 0
@@ -125,7 +129,7 @@ def test_sdk_sends_its_token(secured, monkeypatch: pytest.MonkeyPatch) -> None:
     ).json()
     assert [p["value"] for p in page["points"]] == [0.5]
     with pytest.raises(ValueError, match="not 'alpha'"):
-        sdk.init(project="alpha", url=server.url)  # a beta token cannot create alpha's runs
+        plateau_tracker.init(project="alpha", url=server.url)  # a beta token cannot create alpha's runs
 
 
 def test_without_tokens_only_loopback_clients_are_served(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from sdk._batcher import BACKLOG_BATCHES, Batcher, Marker, Queue, Record, queued_points
-from sdk._link import Link, recently_unreachable
-from sdk._transport import RetryableError
+from plateau_tracker._batcher import BACKLOG_BATCHES, Batcher, Marker, Queue, Record, queued_points
+from plateau_tracker._link import Link, recently_unreachable
+from plateau_tracker._transport import RetryableError
 
 
 def _batcher(warnings: list[tuple[str, str]] | None = None, **overrides: Any) -> Batcher:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
-from tracker.policy.presets import preset
+from plateau_tracker.server.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy.presets import preset
 
 _VALUES = st.lists(
     st.one_of(
@@ -233,7 +233,12 @@ def test_the_best_at_half_the_run_is_found_from_any_remembered_count(
     """``outlook`` remembers how many of its best-so-far path's entries lie at or before half the run and
     searches on from there; the answer is :func:`best_at_half`'s from any count remembered, stale ones
     included (the path thinned past ``MAX_PATH``, or a step that went back)."""
-    from tracker.policy.rules._loss_watch import MAX_PATH, best_at_half, best_at_half_after, keep_best
+    from plateau_tracker.server.policy.rules._loss_watch import (
+        MAX_PATH,
+        best_at_half,
+        best_at_half_after,
+        keep_best,
+    )
 
     path: list[list[float]] = []
     step = 0
@@ -297,7 +302,7 @@ def test_rules_quiet_on_plain_points_judge_as_if_asked_on_every_point(
     (``quiet_on_plain_points``), nor a checkpoint that breaks ties by a loss about one that equals no best
     (``asked_on_ties``): their verdicts and states are those of asking them on every point, with their own
     improvement tests, smoothing, votes, ties and NaN alike."""
-    from tracker.policy import _policy as engine
+    from plateau_tracker.server.policy import _policy as engine
 
     policy = PolicySpec.model_validate(
         {

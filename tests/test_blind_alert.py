@@ -9,7 +9,7 @@ import logging
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker as plateau
 from tests._server import TrackerProcess
 
 # An accuracy on 30 samples that climbs to 20/30 and stays there.
@@ -22,7 +22,7 @@ def test_a_blind_run_is_told_in_the_training_process_and_on_the_dashboard(
     caplog.set_level(logging.WARNING, logger="plateau")
     alerts, runs = {}, {}
     for logs_rate in (False, True):
-        with sdk.init(project="blind", monitor="val/acc", planned_steps=59, url=tracker.url) as run:
+        with plateau.init(project="blind", monitor="val/acc", planned_steps=59, url=tracker.url) as run:
             for step, value in enumerate(FROZEN):
                 run.log({"val/acc": value, **({"lr": 0.1} if logs_rate else {})}, step=step)
                 run.should_stop()

@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
-from tracker.policy.presets import preset
-from tracker.replay._curves import Curve
-from tracker.replay._simulate import replay_curve
-from tracker.schemas._common import json_safe
+from plateau_tracker.server.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy.presets import preset
+from plateau_tracker.server.replay._curves import Curve
+from plateau_tracker.server.replay._simulate import replay_curve
+from plateau_tracker.server.schemas._common import json_safe
 
 _TIES = {"rule": "checkpoint", "tie_loss_key": "val_loss"}
 

@@ -15,18 +15,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from plateau_tracker.server.cli import build_parser
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import store_identity
+from plateau_tracker.server.discovery import health_of, tracker_for
 from tests._server import TrackerProcess, free_port
-from tracker.cli import build_parser
-from tracker.config import Settings
-from tracker.db.engine import store_identity
-from tracker.discovery import health_of, tracker_for
 
 
 def _plateau(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tracker", *args],
+        [sys.executable, "-m", "plateau_tracker", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -78,7 +78,7 @@ def test_dashboard_children_end_with_it(tmp_path: Path, signum: int) -> None:
     with (tmp_path / "dashboard.log").open("wb") as log:
         process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "tracker", "dashboard", "--port", str(port)),
+                *(sys.executable, "-m", "plateau_tracker", "dashboard", "--port", str(port)),
                 *("--dashboard-port", str(dashboard_port), "--home", str(tmp_path)),
             ],
             stdout=log,
@@ -229,7 +229,7 @@ def test_the_demo_hint_is_a_command_that_works_from_where_the_user_stands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README installs into .venv without activating it: `plateau` is not on PATH there."""
-    from tracker.demo import plateau_command
+    from plateau_tracker.server.demo import plateau_command
 
     program = tmp_path / ".venv" / "bin" / "plateau"
     program.parent.mkdir(parents=True)
@@ -241,5 +241,5 @@ def test_the_demo_hint_is_a_command_that_works_from_where_the_user_stands(
     assert plateau_command("dashboard") == ".venv/bin/plateau dashboard"
     monkeypatch.setenv("PATH", f"{program.parent}:/usr/bin:/bin")  # an activated venv
     assert plateau_command("dashboard") == "plateau dashboard"
-    monkeypatch.setattr(sys, "argv", ["-m", "demo"])  # python -m tracker demo
-    assert plateau_command("dashboard").endswith(" -m tracker dashboard")
+    monkeypatch.setattr(sys, "argv", ["-m", "demo"])  # python -m plateau_tracker demo
+    assert plateau_command("dashboard").endswith(" -m plateau_tracker dashboard")

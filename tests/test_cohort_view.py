@@ -19,14 +19,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from plateau_tracker.server.app import create_app
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.migrate import upgrade
+from plateau_tracker.server.policy import cut_of
+from plateau_tracker.server.services.cohort import ExperimentCohort
 from tests._server import TrackerProcess
-from tracker.app import create_app
-from tracker.config import Settings
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.db.migrate import upgrade
-from tracker.policy import cut_of
-from tracker.services.cohort import ExperimentCohort
 
 KEY = "val/acc"
 STEPS = 12

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event, select
 
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.metrics import MetricBatch
+from plateau_tracker.server.schemas.runs import RunCreate
+from plateau_tracker.server.services import runs
+from plateau_tracker.server.services.ingest import ingest
+from plateau_tracker.server.services.keys import KeyCache
 from tests.benchmarks._client_side import OTHER_TRAINERS_KEYS
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.schemas.metrics import MetricBatch
-from tracker.schemas.runs import RunCreate
-from tracker.services import runs
-from tracker.services.ingest import ingest
-from tracker.services.keys import KeyCache
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-import sdk
-from sdk.complexity import StepTimes, profile_model
+import plateau_tracker as plateau
+from plateau_tracker.complexity import StepTimes, profile_model
 from tests._server import TrackerProcess, free_port
 
 torch = pytest.importorskip("torch")
@@ -65,7 +65,7 @@ def test_step_times_leave_out_the_first_step() -> None:
 
 
 def test_profile_and_step_timer_reach_the_run_summary(tracker: TrackerProcess) -> None:
-    run = sdk.init(project="complexity", url=tracker.url)
+    run = plateau.init(project="complexity", url=tracker.url)
     figures = run.profile_model(two_layers(), torch.randn(4, 64), batch_size=8, repeats=3)
     for _ in range(6):
         with run.step_timer():
@@ -86,13 +86,15 @@ def test_profile_and_step_timer_reach_the_run_summary(tracker: TrackerProcess) -
 def test_a_summary_made_while_the_tracker_is_away_is_spooled_and_synced(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    run = sdk.init(project="complexity", experiment="offline", url=url, wait=0.2, run_key="offline-summary")
+    run = plateau.init(
+        project="complexity", experiment="offline", url=url, wait=0.2, run_key="offline-summary"
+    )
     run.log({"loss": 1.0}, step=0)
     run.update_summary({"params": 42, "note": "made offline"})
     run.finish(timeout=0.5)
     server = TrackerProcess(tmp_path, port=port)
     try:
-        report = sdk.sync()
+        report = plateau.sync()
         assert report.left == 0
         runs = httpx.get(f"{url}/api/v1/runs", params={"experiment": "offline"}).json()["data"]
         assert len(runs) == 1

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from dashboard import _api
-from dashboard._views import LINE_COLOURS, MARKER_COLOURS, compute_saved, run_row
+from plateau_tracker.dashboard import _api
+from plateau_tracker.dashboard._views import LINE_COLOURS, MARKER_COLOURS, compute_saved, run_row
 from tests.conftest import create_run
 
 PAGES = Path(__file__).resolve().parents[1] / "dashboard" / "views"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tracker.config import Settings
-from tracker.db.engine import DEFAULT_POOL_SIZE, Database
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import DEFAULT_POOL_SIZE, Database
 
 # Engines connect lazily: building one for a server names no live connection.
 SERVER_URL = "postgresql+psycopg://plateau@127.0.0.1:9/plateau"

@@ -12,13 +12,13 @@ import struct
 
 import pytest
 
+from plateau_tracker.server.policy import Context, Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy._percent import share_resolution
+from plateau_tracker.server.policy._resolution import resolution, step_between
+from plateau_tracker.server.policy._stats import step_noise
+from plateau_tracker.server.policy.presets import DEFAULT_RULES, DEFAULT_SWEEP_RULES
 from tests.benchmarks.bench_replay import with_params
 from tests.test_rule_library import judge, stop_of
-from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
-from tracker.policy._percent import share_resolution
-from tracker.policy._resolution import resolution, step_between
-from tracker.policy._stats import step_noise
-from tracker.policy.presets import DEFAULT_RULES, DEFAULT_SWEEP_RULES
 
 Q = 1 / 30  # accuracy on a 30-sample validation set moves in steps of 1/30
 
@@ -1242,7 +1242,7 @@ def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> Non
     said = "val_loss has turned back up from its lowest by 0.16 of its fall (0.5), more than 0.05 of it"
     assert said in stop.reason
     # Without the turn test the same loss held the run until its lowest was a doubling old.
-    monkeypatch.setattr("tracker.policy.rules._loss_watch.TURNED_UP", math.inf)
+    monkeypatch.setattr("plateau_tracker.server.policy.rules._loss_watch.TURNED_UP", math.inf)
     held = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": turned}))
     assert held is not None
     assert held.step > 18
@@ -1258,7 +1258,7 @@ def test_a_noisy_validation_loss_jumping_above_its_lowest_has_not_turned_up(monk
     assert stop.step == 20  # held until its lowest (step 10) is a doubling old
     assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
     # Read without its noise, the first jump (step 19) released the hold.
-    monkeypatch.setattr("tracker.policy.rules._loss_watch.TURN_NOISE", 0.0)
+    monkeypatch.setattr("plateau_tracker.server.policy.rules._loss_watch.TURN_NOISE", 0.0)
     jumped = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": jumpy}))
     assert jumped is not None
     assert jumped.step == 19
@@ -1676,7 +1676,7 @@ def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_fal
     plan = Context(planned_steps=80)
     stop = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
     assert (stop.step, stop.best_value) == (79, 0.75)  # held through the dip; the climb's best is kept
-    monkeypatch.setattr("tracker.policy.rules._outlook.STEADY_STEPS", 0)
+    monkeypatch.setattr("plateau_tracker.server.policy.rules._outlook.STEADY_STEPS", 0)
     early = stop_of(judge(DEFAULT_RULES, values, extras=loss, ctx=plan))
     # 89/120 from step 13 to 17, the loss falling throughout: the checkpoint saved at the tie with the
     # lowest loss (step 17) is the one the stop names (tie_loss_key, since 2026-11-28; step 13 before).
@@ -1729,7 +1729,7 @@ def test_default_sweep_judges_a_runs_outlook_from_a_fifth_of_its_plan() -> None:
     best. In a sweep the runs the cross-run rules leave running are its leaders, and their late gains
     count only for the one that ends best (bench_sweep: seeds 0-3, 39 of 40 sweeps at an unchanged sweep
     regret saving up to 2.9 pp more)."""
-    from tracker.policy.presets import DEFAULT_SWEEP_RULES
+    from plateau_tracker.server.policy.presets import DEFAULT_SWEEP_RULES
 
     values = [
         round(0.9 - 0.5 * math.exp(-e / 2), 3) if e < 10 else 0.897 + 0.001 * ((e * 7) % 3)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from plateau_tracker.server.demo import policy_rules
 from tests._server import free_port
-from tracker.demo import policy_rules
 
 
 def _demo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -19,7 +19,7 @@ def _demo(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PLATEAU_HOME"] = str(home)
     env["PLATEAU_PORT"] = str(free_port())
     return subprocess.run(
-        [sys.executable, "-m", "tracker", "demo", *args],
+        [sys.executable, "-m", "plateau_tracker", "demo", *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -116,8 +116,8 @@ def test_slow_hogwild_worker_has_far_higher_staleness(tracker: TrackerProcess) -
 
 def test_single_process_pays_nothing_for_distributed_code(tracker: TrackerProcess) -> None:
     code = (
-        "import sys, time, sdk\n"
-        f"run = sdk.init(project='dist', url={tracker.url!r})\n"
+        "import sys, time\nimport plateau_tracker\n"
+        f"run = plateau_tracker.init(project='dist', url={tracker.url!r})\n"
         "assert run._agreement is None\n"
         "assert 'torch' not in sys.modules\n"
         "run.finish()\n"

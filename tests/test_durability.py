@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-import sdk
-from sdk import _spool
+import plateau_tracker as plateau
+from plateau_tracker import _spool
 from tests._server import TrackerProcess, free_port
 
 
@@ -36,7 +36,7 @@ def test_spooled_points_reach_a_later_tracker_through_plateau_sync(
     plateau_home: Path, tmp_path: Path
 ) -> None:
     port = free_port()
-    run = sdk.init(project="durable", experiment="sync", url=f"http://127.0.0.1:{port}", wait=0.2)
+    run = plateau.init(project="durable", experiment="sync", url=f"http://127.0.0.1:{port}", wait=0.2)
     for step in range(500):
         run.log({"loss": 1.0 / (step + 1), "acc": step / 500}, step=step)
     assert run.finish(timeout=2) == 0
@@ -54,7 +54,11 @@ def test_spooled_points_reach_a_later_tracker_through_plateau_sync(
     server = TrackerProcess(tmp_path / "server", port=port)
     try:
         out = subprocess.run(
-            [sys.executable, "-m", "tracker", "sync"], capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-m", "plateau_tracker", "sync"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert out.returncode == 0, out.stderr
         assert "1000 points" in out.stdout
@@ -62,7 +66,11 @@ def test_spooled_points_reach_a_later_tracker_through_plateau_sync(
         assert len(runs) == 1
         assert steps_of(server.url, runs[0]["id"], "loss") == list(range(500))
         again = subprocess.run(
-            [sys.executable, "-m", "tracker", "sync"], capture_output=True, text=True, timeout=60, check=False
+            [sys.executable, "-m", "plateau_tracker", "sync"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert "0 points" in again.stdout  # nothing left, nothing sent twice
     finally:
@@ -71,7 +79,7 @@ def test_spooled_points_reach_a_later_tracker_through_plateau_sync(
 
 
 def test_without_a_spool_points_wait_in_memory_and_are_counted_as_lost_at_exit() -> None:
-    run = sdk.init(project="durable", url=f"http://127.0.0.1:{free_port()}", wait=0.2, spool=False)
+    run = plateau.init(project="durable", url=f"http://127.0.0.1:{free_port()}", wait=0.2, spool=False)
     for step in range(100):
         run.log({"loss": 1.0}, step=step)
     assert run.finish(timeout=0.5) == 100
@@ -80,7 +88,7 @@ def test_without_a_spool_points_wait_in_memory_and_are_counted_as_lost_at_exit()
 
 def test_server_down_at_start_then_up_nothing_lost_in_order(tmp_path: Path) -> None:
     port = free_port()
-    run = sdk.init(project="durable", experiment="late", url=f"http://127.0.0.1:{port}", wait=0.2)
+    run = plateau.init(project="durable", experiment="late", url=f"http://127.0.0.1:{port}", wait=0.2)
     for step in range(300):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
         time.sleep(0.002)
@@ -97,9 +105,9 @@ def test_server_down_at_start_then_up_nothing_lost_in_order(tmp_path: Path) -> N
 
 CLIENT = textwrap.dedent("""
     import json, sys, time, logging
-    import sdk
+    import plateau_tracker as plateau
     url, key, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    run = sdk.init(project="durable", experiment="kill", url=url, run_key=key, wait=10)
+    run = plateau.init(project="durable", experiment="kill", url=url, run_key=key, wait=10)
     started = time.perf_counter()
     slowest = 0.0
     for step in range(steps):
@@ -165,7 +173,7 @@ def test_tracker_killed_mid_stream_every_point_stored_exactly_once(tmp_path: Pat
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_sender_restarts_in_a_forked_child(tracker: TrackerProcess) -> None:
-    run = sdk.init(project="durable", experiment="fork", url=tracker.url)
+    run = plateau.init(project="durable", experiment="fork", url=tracker.url)
     run.log({"parent": 1.0}, step=0)
     pid = os.fork()
     if pid == 0:  # the child: log, flush, and report by exit code only
@@ -189,7 +197,7 @@ def test_a_full_queue_spills_to_the_spool_instead_of_dropping(tmp_path: Path) ->
     listener.listen(8)  # accepts connections into its backlog, never answers
     try:
         url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        run = sdk.init(project="durable", url=url, wait=0.2, max_pending=200)
+        run = plateau.init(project="durable", url=url, wait=0.2, max_pending=200)
         started = time.perf_counter()
         for step in range(5000):
             run.log({"loss": 1.0, "acc": 0.5}, step=step)
@@ -228,7 +236,7 @@ def test_a_spool_that_cannot_be_written_loses_points_without_raising(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(_spool.Spool, "write", full_disk)
-    run = sdk.init(
+    run = plateau.init(
         project="durable", url=f"http://127.0.0.1:{free_port()}", wait=0.2, spool_dir=tmp_path / "spool"
     )
     for step in range(50):
@@ -242,22 +250,26 @@ def test_runs_of_one_process_share_the_spool_cap_and_delivery_frees_it(tmp_path:
     process measures the root once and keeps count), and what ``plateau sync`` delivers is freed."""
     url = f"http://127.0.0.1:{free_port()}"
     spool_dir = tmp_path / "spool"
-    first = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=20_000)
+    first = plateau.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=20_000)
     for step in range(100):
         first.log({"loss": 1.0}, step=step)
     assert first.finish(timeout=1) == 0
     used = _spool._bytes_under(spool_dir)
     assert 0 < used < 20_000
-    second = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100)
+    second = plateau.init(
+        project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100
+    )
     for step in range(100):
         second.log({"loss": 1.0}, step=step)
     assert second.finish(timeout=1) == 100  # no room left beside the first run's batches
     server = TrackerProcess(tmp_path / "tracker", port=int(url.rsplit(":", 1)[1]))
     try:
-        assert sdk.sync(url=url, spool_dir=spool_dir).points == 100
+        assert plateau.sync(url=url, spool_dir=spool_dir).points == 100
     finally:
         server.stop()
-    third = sdk.init(project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100)
+    third = plateau.init(
+        project="durable", url=url, wait=0.2, spool_dir=spool_dir, spool_max_bytes=used + 100
+    )
     for step in range(100):
         third.log({"loss": 1.0}, step=step)
     assert third.finish(timeout=1) == 0  # the delivered batches left room

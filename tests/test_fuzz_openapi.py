@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.migrate import upgrade
+from plateau_tracker.server.services.auth import create_token
 from tests._server import TrackerProcess
 from tests.conftest import DEFAULT_POSTGRES_URL, scratch_postgres
-from tracker.config import Settings
-from tracker.db.engine import Database
-from tracker.db.migrate import upgrade
-from tracker.services.auth import create_token
 
 FUZZ_EXAMPLES = int(os.environ.get("PLATEAU_FUZZ_EXAMPLES", "40"))
 # Long-polls are capped at the server's max_wait_seconds: keep it short, or a generated wait=1e300 costs

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event, func, insert, select
 
-from tracker.db.engine import Database
-from tracker.db.models import MetricBlock, MetricKey, Run
-from tracker.db.prepare import prepare_schema
-from tracker.errors import ConflictError, NotFoundError
-from tracker.schemas.metrics import MetricBatch, parse_batch
-from tracker.schemas.runs import RunCreate
-from tracker.services import ingest, runs
-from tracker.services.keys import KeyCache
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.models import MetricBlock, MetricKey, Run
+from plateau_tracker.server.db.prepare import prepare_schema
+from plateau_tracker.server.errors import ConflictError, NotFoundError
+from plateau_tracker.server.schemas.metrics import MetricBatch, parse_batch
+from plateau_tracker.server.schemas.runs import RunCreate
+from plateau_tracker.server.services import ingest, runs
+from plateau_tracker.server.services.keys import KeyCache
 
 
 @pytest.fixture

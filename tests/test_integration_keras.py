@@ -14,7 +14,7 @@ import pytest
 os.environ.setdefault("KERAS_BACKEND", "torch")  # before keras is imported: this machine has torch only
 keras = pytest.importorskip("keras")
 
-from sdk.integrations.keras import PlateauCallback  # noqa: E402
+from plateau_tracker.integrations.keras import PlateauCallback  # noqa: E402
 from tests._server import TrackerProcess  # noqa: E402
 
 # Keras's torch backend hands numpy an __array__ without the copy keyword (keras, not Plateau): numpy 2 warns.

@@ -11,7 +11,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from sdk.integrations.optuna import PlateauPruner  # noqa: E402
+from plateau_tracker.integrations.optuna import PlateauPruner  # noqa: E402
 from tests._server import TrackerProcess  # noqa: E402
 
 # Trials whose x is far from 0 are worse at every step: once 3 trials finished, the median of their values

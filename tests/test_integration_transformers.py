@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 torch = pytest.importorskip("torch")
 
-from sdk.integrations.transformers import RUN_FILE, PlateauCallback  # noqa: E402
+from plateau_tracker.integrations.transformers import RUN_FILE, PlateauCallback  # noqa: E402
 from tests._server import TrackerProcess  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

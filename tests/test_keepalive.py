@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk._transport import Transport
+from plateau_tracker._transport import Transport
 from tests._server import TrackerProcess
 
 

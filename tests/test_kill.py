@@ -139,7 +139,7 @@ def test_a_killed_trainer_loses_nothing_logged_a_flush_interval_before(tmp_path:
         if tracker is None:
             tracker = TrackerProcess(tmp_path / "tracker", port=port)
         synced = subprocess.run(
-            [sys.executable, "-m", "tracker", "sync", "--url", url],
+            [sys.executable, "-m", "plateau_tracker", "sync", "--url", url],
             env=env,
             capture_output=True,
             text=True,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from tracker.db.engine import Database
-from tracker.schemas.metrics import MetricBatch
-from tracker.schemas.runs import RunCreate
-from tracker.services import decisions, ingest, runs
-from tracker.services.keys import KeyCache
-from tracker.services.latest_decisions import LatestDecisions
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.metrics import MetricBatch
+from plateau_tracker.server.schemas.runs import RunCreate
+from plateau_tracker.server.services import decisions, ingest, runs
+from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.latest_decisions import LatestDecisions
+from plateau_tracker.server.services.run_rows import get_run_row
 
 POLICY = {
     "monitor": "val",

@@ -19,7 +19,7 @@ pytest.importorskip("lightning")
 import lightning.pytorch as pl
 import torch
 
-from sdk.integrations.lightning import PlateauCallback
+from plateau_tracker.integrations.lightning import PlateauCallback
 from tests._lightning_module import Scripted, cpu_trainer, loaders
 
 # Best at epoch 2; epochs 3, 4, 5 do not improve on it: patience 3 stops at epoch 5 (of a 30-epoch budget).

@@ -19,8 +19,8 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import EarlyStopping
 
+from plateau_tracker.server.policy import Observation, PolicySpec, evaluate, initial_states
 from tests._lightning_module import loaders
-from tracker.policy import Observation, PolicySpec, evaluate, initial_states
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),

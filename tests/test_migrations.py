@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from tracker.db import migrate
-from tracker.db.engine import make_engine
-from tracker.db.models import Base
+from plateau_tracker.server.db import migrate
+from plateau_tracker.server.db.engine import make_engine
+from plateau_tracker.server.db.models import Base
 
 
 def schema_differences(url: str) -> list:
@@ -69,7 +69,7 @@ def test_postgres_schema_matches_models_and_round_trips(postgres_url: str) -> No
 def test_policies_stored_past_the_rules_bounds_are_brought_within_them(tmp_path: Path) -> None:
     from sqlalchemy import text
 
-    from tracker.policy import PolicySpec
+    from plateau_tracker.server.policy import PolicySpec
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     migrate.upgrade(url, "0007")

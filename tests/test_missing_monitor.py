@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker as plateau
+from plateau_tracker.server.policy._missing_monitor import closest_first, is_like_monitor
 from tests._server import TrackerProcess, free_port
 from tests.test_webhooks import FAST_RETRIES, SECRET, Receiver, wait_until
-from tracker.policy._missing_monitor import closest_first, is_like_monitor
 
 RULES = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
 
@@ -60,7 +60,7 @@ def test_a_missing_monitor_is_told_everywhere(
     caplog.set_level(logging.WARNING, logger="plateau")
     receiver = Receiver(free_port())
     try:
-        run = sdk.init(project="typo", monitor="val/acc", mode="max", rules=RULES, url=fast_tracker.url)
+        run = plateau.init(project="typo", monitor="val/acc", mode="max", rules=RULES, url=fast_tracker.url)
         hook = httpx.post(
             f"{fast_tracker.url}/api/v1/projects/typo/webhooks",
             json={
@@ -109,7 +109,7 @@ def test_a_missing_monitor_is_told_everywhere(
 def test_a_sparse_monitor_is_not_missing(tracker: TrackerProcess, caplog: pytest.LogCaptureFixture) -> None:
     # Training keys every step, the monitor every 10 steps: no alert before it comes, none after.
     caplog.set_level(logging.WARNING, logger="plateau")
-    with sdk.init(project="sparse", monitor="val/loss", rules=RULES, url=tracker.url) as run:
+    with plateau.init(project="sparse", monitor="val/loss", rules=RULES, url=tracker.url) as run:
         for step in range(25):
             run.log({"train/loss": 1.0 / (step + 1), "lr": 0.1}, step=step)
             if step % 10 == 9:
@@ -124,7 +124,7 @@ def test_the_training_process_is_told_at_finish_when_nothing_like_the_monitor_ca
     tracker: TrackerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="plateau")
-    with sdk.init(project="typo", monitor="accuracy", rules=RULES, url=tracker.url) as run:
+    with plateau.init(project="typo", monitor="accuracy", rules=RULES, url=tracker.url) as run:
         for step in range(5):
             run.log({"acc": 0.5, "loss": 1.0}, step=step)
     assert "monitor 'accuracy' was never logged, so nothing was judged (this process logged: acc, loss)" in (

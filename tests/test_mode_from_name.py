@@ -8,10 +8,10 @@ import warnings
 import httpx
 import pytest
 
-import sdk
-from sdk._mode import infer_mode, names_a_share, resolve_mode
+import plateau_tracker as plateau
+from plateau_tracker._mode import infer_mode, names_a_share, resolve_mode
+from plateau_tracker.server.policy import PolicySpec
 from tests._server import TrackerProcess
-from tracker.policy import PolicySpec
 
 NAMES = [
     # (monitor, the direction its name says)
@@ -105,7 +105,7 @@ def test_a_loop_that_watches_an_accuracy_without_a_mode_keeps_its_best_epoch(tra
     accuracy = [0.30, 0.45, 0.60, 0.70, 0.76, 0.80, 0.83, 0.82, 0.81, 0.80, 0.79, 0.78]
     rules = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
     checkpoints = []
-    with sdk.init(project="auto-mode", monitor="val/acc", rules=rules, url=tracker.url) as run:
+    with plateau.init(project="auto-mode", monitor="val/acc", rules=rules, url=tracker.url) as run:
         for epoch, value in enumerate(accuracy):
             run.log({"val/acc": value}, step=epoch)
             if run.should_checkpoint():

@@ -9,11 +9,11 @@ import math
 import httpx
 import pytest
 
-import sdk
-import sdk._init as sdk_init
+import plateau_tracker as plateau
+import plateau_tracker._init as sdk_init
+from plateau_tracker.server.policy import Context, Observation, evaluate, initial_states
+from plateau_tracker.server.policy.presets import preset
 from tests._server import TrackerProcess, free_port
-from tracker.policy import Context, Observation, evaluate, initial_states
-from tracker.policy.presets import preset
 
 POLICY = preset("default", monitor="val/acc", mode="max")
 # An accuracy that climbs for 40 epochs, on 1,000 validation samples.
@@ -58,7 +58,7 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
     rules = [{"rule": "checkpoint"}]
     alerts, runs = {}, {}
     for planned, last in ((5, 9), (20, 9)):
-        with sdk.init(
+        with plateau.init(
             project="plan", monitor="val/acc", rules=rules, planned_steps=planned, url=tracker.url
         ) as run:
             for step in range(last + 1):
@@ -85,14 +85,14 @@ def test_the_tracker_says_once_that_a_run_passed_its_plan(
 
 
 def test_the_default_policy_without_a_plan_is_said_once_a_process(monkeypatch, caplog) -> None:
-    """The default rules judge a run against its plan: ``sdk.init`` without ``planned_steps`` warns, once
+    """The default rules judge a run against its plan: ``plateau.init`` without ``planned_steps`` warns, once
     a process (a sweep's runs share one reason); with a plan, or with rules of the loop's own, it does not."""
     monkeypatch.setattr(sdk_init, "_said_no_plan", False)
     caplog.set_level(logging.WARNING, logger="plateau")
     url = f"http://127.0.0.1:{free_port()}"  # nothing there: init goes on without waiting for it
     own = [{"rule": "patience", "patience": 5}]
     for options in ({"planned_steps": 80}, {"rules": own}, {}, {}):
-        run = sdk.init(project="plan", monitor="val/acc", url=url, wait=0, spool=False, **options)
+        run = plateau.init(project="plan", monitor="val/acc", url=url, wait=0, spool=False, **options)
         run.finish(timeout=0)
     said = [r.getMessage() for r in caplog.records if "no planned_steps given" in r.getMessage()]
     assert len(said) == 1

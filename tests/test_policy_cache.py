@@ -7,9 +7,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from tracker.app import create_app
-from tracker.config import Settings
-from tracker.services.policies import PolicyCache
+from plateau_tracker.server.app import create_app
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.services.policies import PolicyCache
 
 
 def _app(home: Path) -> TestClient:

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from plateau_tracker.server.db.migrate import upgrade
 from tests._server import TrackerProcess
-from tracker.db.migrate import upgrade
 
 pytestmark = pytest.mark.postgres
 

@@ -9,9 +9,9 @@ import statistics
 import numpy as np
 import pytest
 
-from sdk._quantile import quantile
-from sdk.complexity import StepTimes
-from tracker.replay._report import _p95
+from plateau_tracker._quantile import quantile
+from plateau_tracker.complexity import StepTimes
+from plateau_tracker.server.replay._report import _p95
 
 
 def test_the_quantile_is_numpys_default_and_statistics_inclusive() -> None:

@@ -188,7 +188,7 @@ def test_the_default_policys_loop_keeps_the_best_epoch_and_logs_each_epochs_rate
     import httpx
     from sklearn.datasets import load_digits
 
-    import sdk
+    import plateau_tracker as plateau
 
     x_all, y_all = load_digits(return_X_y=True)
     x = torch.tensor(x_all / 16.0, dtype=torch.float32)
@@ -224,7 +224,7 @@ def test_the_default_policys_loop_keeps_the_best_epoch_and_logs_each_epochs_rate
         )
 
     namespace: dict[str, Any] = {
-        "sdk": sdk,
+        "plateau": plateau,
         "torch": torch,
         "model": model,
         "optimizer": optimizer,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker as plateau
 from tests._server import TrackerProcess
 
 torch = pytest.importorskip("torch")
@@ -28,7 +28,7 @@ def test_each_epoch_is_logged_with_the_rate_it_trained_at(tracker: TrackerProces
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.1)
     x, y = torch.randn(8, 2), torch.randn(8, 1)
     read_after_the_scheduler = []
-    with sdk.init(
+    with plateau.init(
         project="rate", monitor="val/acc", mode="max", rules=[{"rule": "checkpoint"}], url=tracker.url
     ) as run:
         run.watch_optimizer(optimizer)
@@ -52,7 +52,7 @@ def test_each_epoch_is_logged_with_the_rate_it_trained_at(tracker: TrackerProces
 
 
 def test_watching_something_else_than_an_optimizer_is_refused_at_once(tracker: TrackerProcess) -> None:
-    with sdk.init(project="rate", monitor="val/acc", mode="max", url=tracker.url) as run:
+    with plateau.init(project="rate", monitor="val/acc", mode="max", url=tracker.url) as run:
         with pytest.raises(TypeError, match="takes a torch optimizer"):
             run.watch_optimizer(torch.nn.Linear(2, 1))
         run.log({"val/acc": 0.5}, step=0)  # the run goes on, with no rate
@@ -62,7 +62,7 @@ def test_watching_something_else_than_an_optimizer_is_refused_at_once(tracker: T
 def test_a_second_watch_replaces_the_first(tracker: TrackerProcess) -> None:
     first = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.5)
     second = torch.optim.SGD(torch.nn.Linear(2, 1).parameters(), lr=0.25)
-    with sdk.init(project="rate", monitor="val/acc", mode="max", url=tracker.url) as run:
+    with plateau.init(project="rate", monitor="val/acc", mode="max", url=tracker.url) as run:
         run.watch_optimizer(first)
         run.watch_optimizer(second)
         first.step()
@@ -86,7 +86,7 @@ def test_an_accelerate_optimizer_is_watched_through_the_optimizer_it_wraps(track
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.1)
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     x, y = torch.randn(8, 2), torch.randn(8, 1)
-    with sdk.init(
+    with plateau.init(
         project="rate", monitor="val/acc", mode="max", rules=[{"rule": "checkpoint"}], url=tracker.url
     ) as run:
         run.watch_optimizer(optimizer)

@@ -14,9 +14,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import Database
 from tests.test_cohort_view import in_process
-from tracker.config import Settings
-from tracker.db.engine import Database
 
 
 def _run(client: TestClient, reduce: str, rules: list[dict[str, Any]]) -> int:

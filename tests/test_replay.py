@@ -15,17 +15,17 @@ from typing import Any
 import httpx
 import pytest
 
+from plateau_tracker.server.policy.presets import DEFAULT_RULES, preset
+from plateau_tracker.server.replay._curves import Curve, load_jsonl
+from plateau_tracker.server.replay._simulate import replay_curve, replay_sweep
 from tests.conftest import create_run
-from tracker.policy.presets import DEFAULT_RULES, preset
-from tracker.replay._curves import Curve, load_jsonl
-from tracker.replay._simulate import replay_curve, replay_sweep
 
 OPDA = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves" / "opda_curves.jsonl"
 
 
 def plateau_replay(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tracker", "replay", *args],
+        [sys.executable, "-m", "plateau_tracker", "replay", *args],
         capture_output=True,
         text=True,
         timeout=120,

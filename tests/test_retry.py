@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from sdk._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
+from plateau_tracker._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
 
 
 def test_backoff_doubles_up_to_its_cap_with_jitter_and_waits_for_retry_after() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tracker.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
+from plateau_tracker.server.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
 
 NAN = math.nan
 
@@ -470,7 +470,7 @@ def test_incremental_state_gives_the_same_decisions_as_from_scratch(values, cuts
 
 
 def test_straggler_alerts_once_through_noise_with_hysteresis() -> None:
-    from tracker.policy import evaluate_health, evaluate_per_rank
+    from plateau_tracker.server.policy import evaluate_health, evaluate_per_rank
 
     assert evaluate_health is evaluate_per_rank  # the old name stays, as an alias
     policy = PolicySpec.model_validate(

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from tracker.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
-from tracker.policy._registry import RULES
-from tracker.schemas._common import json_safe
+from plateau_tracker.server.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
+from plateau_tracker.server.policy._registry import RULES
+from plateau_tracker.server.schemas._common import json_safe
 
 # The parameters a rule cannot do without; everything else is its default.
 REQUIRED: dict[str, dict[str, Any]] = {
@@ -206,7 +206,7 @@ def test_mann_kendall_windows_are_bounded_by_their_quadratic_cost() -> None:
 
 
 def test_a_rule_that_raises_is_reported_once_and_the_others_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker.policy.rules._patience import Patience
+    from plateau_tracker.server.policy.rules._patience import Patience
 
     def broken(self: Patience, state: Any, obs: Observation, ctx: Context) -> Any:
         raise ZeroDivisionError("float division by zero")

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from plateau_tracker.server.policy import Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy.presets import preset
 from tests.patience_cases import CASES, Case, founding_stop
-from tracker.policy import Observation, PolicySpec, evaluate, initial_states
-from tracker.policy.presets import preset
 
 
 def run_policy(case_mode: str, rules: list[dict], values: list[float]):

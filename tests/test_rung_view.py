@@ -18,15 +18,15 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.migrate import upgrade
+from plateau_tracker.server.policy import cut_of
+from plateau_tracker.server.services import rung_view
+from plateau_tracker.server.services.cohort import ExperimentCohort
 from tests._server import TrackerProcess
 from tests.test_cohort_view import KEY, _Experiment, in_process
-from tracker.config import Settings
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.db.migrate import upgrade
-from tracker.policy import cut_of
-from tracker.services import rung_view
-from tracker.services.cohort import ExperimentCohort
 
 # Rungs at 1, 2, 4, 8, 16, 32: a run is judged at its first point at or after each.
 ASHA = {"monitor": KEY, "mode": "max", "rules": [{"rule": "asha", "min_step": 1, "reduction_factor": 2}]}

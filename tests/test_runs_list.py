@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event
 
-from tracker.db.engine import Database
-from tracker.schemas.metrics import MetricBatch
-from tracker.schemas.runs import RunCreate, RunFinish
-from tracker.services import projects, runs
-from tracker.services.ingest import ingest
-from tracker.services.keys import KeyCache
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.metrics import MetricBatch
+from plateau_tracker.server.schemas.runs import RunCreate, RunFinish
+from plateau_tracker.server.services import projects, runs
+from plateau_tracker.server.services.ingest import ingest
+from plateau_tracker.server.services.keys import KeyCache
 
 POLICY = {
     "monitor": "v",

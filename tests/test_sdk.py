@@ -20,7 +20,7 @@ from types import MappingProxyType
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker as plateau
 from tests._server import TrackerProcess, free_port
 
 PATIENCE_2 = [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}]
@@ -36,7 +36,7 @@ def wait_for(condition, timeout: float = 10.0) -> bool:
 
 
 def test_decisions_reach_the_training_loop(tracker: TrackerProcess) -> None:
-    run = sdk.init(project="sdk", monitor="val/acc", mode="max", rules=PATIENCE_2, url=tracker.url)
+    run = plateau.init(project="sdk", monitor="val/acc", mode="max", rules=PATIENCE_2, url=tracker.url)
     assert run.id is not None
     run.log({"val/acc": 0.5, "train/loss": 1.0}, step=0)
     assert wait_for(run.should_checkpoint)
@@ -56,7 +56,7 @@ def test_decisions_reach_the_training_loop(tracker: TrackerProcess) -> None:
 
 
 def test_decision_for_an_exact_step(tracker: TrackerProcess) -> None:
-    with sdk.init(project="sdk", monitor="loss", mode="min", rules=PATIENCE_2, url=tracker.url) as run:
+    with plateau.init(project="sdk", monitor="loss", mode="min", rules=PATIENCE_2, url=tracker.url) as run:
         actions = []
         for step, value in enumerate([1.0, 0.5, 0.75, 0.75, 0.1]):
             run.log({"loss": value}, step=step)
@@ -71,7 +71,7 @@ def test_decision_for_an_exact_step(tracker: TrackerProcess) -> None:
 
 def test_non_numeric_values_are_dropped_without_raising(tracker: TrackerProcess, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="plateau")
-    with sdk.init(project="sdk", url=tracker.url) as run:
+    with plateau.init(project="sdk", url=tracker.url) as run:
         run.log({"good": 1.0, "bad": "abc", "obj": object()}, step=0)
         run.log({"good": 2.0}, step=-3)
         run.log({"good": 3.0}, step=1)
@@ -88,7 +88,7 @@ def test_a_value_past_float64_is_dropped_alone_counted_and_warned(tracker: Track
     # 2**1024 once raised in the sender thread: the 501 points of the batch around it never arrived, and
     # finish() and lost_points both said 0.
     caplog.set_level(logging.WARNING, logger="plateau")
-    with sdk.init(project="sdk", url=tracker.url) as run:
+    with plateau.init(project="sdk", url=tracker.url) as run:
         for step in range(1000):
             run.log({"a": 2**1024 if step == 500 else float(step), "b": 1.0}, step=step)
         assert run.flush(20)
@@ -111,7 +111,7 @@ def test_changing_key_sets_and_other_mappings_keep_every_value_with_its_key(trac
         OrderedDict([("a", 8.0), ("c", 9.0)]),
         {"a": 10.0, "b": 11.0},
     ]
-    with sdk.init(project="sdk", url=tracker.url) as run:
+    with plateau.init(project="sdk", url=tracker.url) as run:
         for step, metrics in enumerate(logged):
             run.log(metrics, step=step)
         assert run.flush(10)
@@ -129,12 +129,12 @@ def test_changing_key_sets_and_other_mappings_keep_every_value_with_its_key(trac
 
 
 def test_context_manager_marks_a_crash_as_failed(tracker: TrackerProcess) -> None:
-    def crash_inside(run: sdk.Run) -> None:
+    def crash_inside(run: plateau.Run) -> None:
         with run:
             run.log({"loss": 1.0})
             raise RuntimeError("boom")
 
-    run = sdk.init(project="sdk", url=tracker.url)
+    run = plateau.init(project="sdk", url=tracker.url)
     with pytest.raises(RuntimeError, match="boom"):
         crash_inside(run)
     assert httpx.get(f"{tracker.url}/api/v1/runs/{run.id}").json()["status"] == "failed"
@@ -142,10 +142,12 @@ def test_context_manager_marks_a_crash_as_failed(tracker: TrackerProcess) -> Non
 
 def test_invalid_policy_fails_fast_at_init(tracker: TrackerProcess) -> None:
     with pytest.raises(ValueError, match="patience"):
-        sdk.init(project="sdk", monitor="loss", rules=[{"rule": "patience", "patience": 0}], url=tracker.url)
+        plateau.init(
+            project="sdk", monitor="loss", rules=[{"rule": "patience", "patience": 0}], url=tracker.url
+        )
 
 
-def _time_logs(run: sdk.Run, count: int) -> list[float]:
+def _time_logs(run: plateau.Run, count: int) -> list[float]:
     durations = []
     for step in range(count):
         started = time.perf_counter()
@@ -158,7 +160,7 @@ def test_log_with_the_server_down_is_fast_and_raises_nothing(caplog) -> None:
     caplog.set_level(logging.WARNING, logger="plateau")
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     started = time.perf_counter()
-    run = sdk.init(project="sdk", monitor="loss", url=url, wait=0.3)
+    run = plateau.init(project="sdk", monitor="loss", url=url, wait=0.3)
     assert time.perf_counter() - started < 3
     durations = _time_logs(run, 20_000)
     # Generous bounds: the point is no network wait in log(), not a speed target (see the benchmarks).
@@ -202,7 +204,7 @@ def hung_server() -> Iterator[str]:
 
 
 def test_log_with_a_hung_server_is_fast(hung_server: str) -> None:
-    run = sdk.init(project="sdk", monitor="loss", url=hung_server, wait=0.3)
+    run = plateau.init(project="sdk", monitor="loss", url=hung_server, wait=0.3)
     durations = _time_logs(run, 20_000)
     assert sum(durations) < 1.0
     started = time.perf_counter()
@@ -212,7 +214,7 @@ def test_log_with_a_hung_server_is_fast(hung_server: str) -> None:
 
 def test_points_logged_while_the_server_is_away_arrive_when_it_starts(tmp_path: Path) -> None:
     port = free_port()
-    run = sdk.init(
+    run = plateau.init(
         project="sdk", monitor="loss", mode="min", rules=PATIENCE_2, url=f"http://127.0.0.1:{port}", wait=0.2
     )
     assert run.id is None
@@ -231,8 +233,8 @@ def test_unfinished_run_is_flushed_and_finished_at_exit(tracker: TrackerProcess,
     script = tmp_path / "train.py"
     script.write_text(
         textwrap.dedent(f"""
-        import sdk
-        run = sdk.init(project="sdk", experiment="exit", url={tracker.url!r})
+        import plateau_tracker as plateau
+        run = plateau.init(project="sdk", experiment="exit", url={tracker.url!r})
         for step in range(500):
             run.log({{"loss": 1.0 / (step + 1)}}, step=step)
         print(run.id)
@@ -260,7 +262,7 @@ def test_sdk_imports_nothing_from_the_server_side() -> None:
 
 
 def test_a_record_of_more_keys_than_a_batch_may_hold_is_split(tracker: TrackerProcess) -> None:
-    with sdk.init(project="sdk", url=tracker.url) as run:
+    with plateau.init(project="sdk", url=tracker.url) as run:
         run.log({f"layer{i}/grad_norm": float(i) for i in range(12_000)}, step=0)
         run.log({"loss": 1.0}, step=0)
         assert run.flush(60)
@@ -276,7 +278,7 @@ def test_finish_says_what_is_left_in_the_spool_and_the_run_shows_it_until_sync(
     # A loop faster than the link: finish()'s deadline passes with points still queued. They go to the
     # spool (not lost), and the user is told, in numbers, with the command that delivers them.
     caplog.set_level(logging.WARNING, logger="plateau")
-    run = sdk.init(project="sdk", url=tracker.url, run_key=f"fast-{uuid.uuid4().hex[:6]}")
+    run = plateau.init(project="sdk", url=tracker.url, run_key=f"fast-{uuid.uuid4().hex[:6]}")
     for step in range(200_000):
         run.log({"loss": 1.0, "m": 2.0}, step=step)
     assert run.finish(timeout=0.2) == 0  # nothing lost: what is not on the tracker is in the spool
@@ -289,7 +291,7 @@ def test_finish_says_what_is_left_in_the_spool_and_the_run_shows_it_until_sync(
     assert "run `plateau sync` to deliver them" in caplog.text
     summary = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/summary").json()["summary"]
     assert summary["undelivered_points"] == waiting
-    report = sdk.sync(url=tracker.url)
+    report = plateau.sync(url=tracker.url)
     assert report.points == waiting
     assert (
         "undelivered_points" not in httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/summary").json()["summary"]
@@ -314,7 +316,7 @@ def test_finish_says_what_is_left_in_the_spool_and_the_run_shows_it_until_sync(
 def _default_stop(acc: list[float], companions: list[dict[str, float]], plan: int) -> tuple[int | None, str]:
     """Where the default policy stops ``acc`` (watched as ``val/acc``) given each step's companion keys:
     the pure engine, as the tracker runs it."""
-    from tracker.policy import Context, Observation, PolicySpec, evaluate, initial_states
+    from plateau_tracker.server.policy import Context, Observation, PolicySpec, evaluate, initial_states
 
     policy = PolicySpec.model_validate({"monitor": "val/acc", "mode": "max"})
     observations = [Observation(i, a, 0.0, c) for i, (a, c) in enumerate(zip(acc, companions, strict=True))]
@@ -340,7 +342,7 @@ def test_keys_logged_after_the_monitored_value_at_its_step_are_judged_with_it(
     late = _default_stop(acc, [{}, *companions[:-1]], n - 1)
     assert exact[0] is not None
     assert late != exact
-    with sdk.init(
+    with plateau.init(
         project="sdk", experiment="companions", monitor="val/acc", planned_steps=n - 1, url=tracker.url
     ) as run:
         stopped_at = None

@@ -20,16 +20,16 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-import sdk
-from sdk._policy_check import check_policy
+import plateau_tracker as plateau
+from plateau_tracker._policy_check import check_policy
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.policy.shape import render
+from plateau_tracker.server.schemas.runs import RunCreate
 from tests._server import TrackerProcess, free_port
-from tracker.policy import PolicySpec
-from tracker.policy.shape import render
-from tracker.schemas.runs import RunCreate
 
 
-def _offline_run(spool: Path, url: str, **kwargs: Any) -> sdk.Run:
-    return sdk.init(project="first-hour", monitor="val", mode="min", url=url, spool_dir=spool, **kwargs)
+def _offline_run(spool: Path, url: str, **kwargs: Any) -> plateau.Run:
+    return plateau.init(project="first-hour", monitor="val", mode="min", url=url, spool_dir=spool, **kwargs)
 
 
 def test_a_tracker_away_costs_a_sweep_no_time(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_sync_ends_offline_runs_with_their_status_and_time(tmp_path: Path) -> No
     time.sleep(1.1)  # the tracker's own clock must not be what ended the run
     server = TrackerProcess(tmp_path / "server", port=port)
     try:
-        report = sdk.sync(tmp_path / "spool")
+        report = plateau.sync(tmp_path / "spool")
         assert (report.runs, report.points, report.finished, report.left) == (1, 10, 1, 0)
         runs = httpx.get(f"{url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
         (stored,) = [r for r in runs if r["run_key"] == key]
@@ -157,8 +157,9 @@ def test_the_sdk_reads_a_renamed_parameter_as_the_tracker_does() -> None:
 
 
 def test_the_sdk_carries_the_trackers_policy_shape() -> None:
-    """Regenerate with `python -m tracker.policy.shape > sdk/policy_shape.json` when a rule changes."""
-    carried = (Path(sdk.__file__).parent / "policy_shape.json").read_text()
+    """Regenerate with `python -m plateau_tracker.server.policy.shape > sdk/policy_shape.json` when a rule
+    changes."""
+    carried = (Path(plateau.__file__).parent / "policy_shape.json").read_text()
     assert carried == render()
 
 
@@ -172,7 +173,7 @@ def test_empty_rules_are_refused_by_the_api_naming_the_field(client: httpx.Clien
 def _spool_refused_run(spool: Path, key: str) -> None:
     """A run whose policy passes the SDK's shape check but not the tracker (a check across fields),
     trained while the tracker was away."""
-    run = sdk.init(
+    run = plateau.init(
         project="first-hour",
         monitor="val/acc",
         mode="max",
@@ -193,7 +194,16 @@ def test_sync_says_how_to_correct_or_drop_a_refused_run(tracker: TrackerProcess,
     _spool_refused_run(spool, dropped)
 
     def plateau_sync(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "tracker", "sync", "--spool", str(spool), "--url", tracker.url]
+        command = [
+            sys.executable,
+            "-m",
+            "plateau_tracker",
+            "sync",
+            "--spool",
+            str(spool),
+            "--url",
+            tracker.url,
+        ]
         return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
 
     refused = plateau_sync()
@@ -217,16 +227,16 @@ def test_sync_says_how_to_correct_or_drop_a_refused_run(tracker: TrackerProcess,
 def test_a_refused_policy_is_said_once(tracker: TrackerProcess, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="plateau")
     with pytest.raises(ValueError, match="prechelt needs") as raised:
-        sdk.init(project="p", monitor="acc", mode="max", rules=[{"rule": "prechelt"}], url=tracker.url)
+        plateau.init(project="p", monitor="acc", mode="max", rules=[{"rule": "prechelt"}], url=tracker.url)
     assert "prechelt needs" not in caplog.text  # the exception says it; the log does not repeat it
     assert str(raised.value).count("prechelt needs") == 1
 
 
 def test_a_url_that_is_not_the_trackers_base_says_what_to_give(tracker: TrackerProcess) -> None:
     with pytest.raises(ValueError, match=re.escape("without /api/v1, like http://127.0.0.1:8765")):
-        sdk.init(project="p", url=f"{tracker.url}/api/v1", spool=False)
+        plateau.init(project="p", url=f"{tracker.url}/api/v1", spool=False)
     with pytest.raises(ValueError, match=r"bad port in the tracker URL 'http://127.0.0.1:99999'"):
-        sdk.init(project="p", url="http://127.0.0.1:99999")
+        plateau.init(project="p", url="http://127.0.0.1:99999")
 
 
 def test_a_run_not_created_yet_is_named_by_its_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

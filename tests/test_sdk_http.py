@@ -15,9 +15,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from sdk._http import HttpClient
-from sdk._transport import NotFoundError, RejectedError, RetryableError, Transport
-from sdk.client import TrackerClient
+from plateau_tracker._http import HttpClient
+from plateau_tracker._transport import NotFoundError, RejectedError, RetryableError, Transport
+from plateau_tracker.client import TrackerClient
 from tests._server import TrackerProcess
 
 # A handler gets each request's head (request line and headers) and returns the bytes to answer with, or

@@ -11,17 +11,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-import sdk
+import plateau_tracker as plateau
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_all_is_exactly_the_documented_api() -> None:
-    documented = re.findall(r"^- ``(\w+)``", sdk.__doc__ or "", flags=re.MULTILINE)
-    assert sorted(documented) == sorted(sdk.__all__)
-    for name in sdk.__all__:
-        value = getattr(sdk, name)
-        assert isinstance(value, str) or (value.__doc__ or "").strip(), f"sdk.{name} has no docstring"
+    documented = re.findall(r"^- ``(\w+)``", plateau.__doc__ or "", flags=re.MULTILINE)
+    assert sorted(documented) == sorted(plateau.__all__)
+    for name in plateau.__all__:
+        value = getattr(plateau, name)
+        assert isinstance(value, str) or (value.__doc__ or "").strip(), (
+            f"plateau_tracker.{name} has no docstring"
+        )
 
 
 def test_import_sdk_needs_no_unix_only_module() -> None:
@@ -31,8 +33,9 @@ def test_import_sdk_needs_no_unix_only_module() -> None:
         import sys
         for name in ("resource", "fcntl", "termios", "pwd", "grp"):
             sys.modules[name] = None  # import raises ImportError, as where the module does not exist
-        import sdk, sdk.complexity, sdk.distributed, sdk.staleness
-        print(sdk.complexity.peak_rss_bytes() >= 0)
+        import plateau_tracker
+        import plateau_tracker.complexity, plateau_tracker.distributed, plateau_tracker.staleness
+        print(plateau_tracker.complexity.peak_rss_bytes() >= 0)
     """)
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60
@@ -44,7 +47,7 @@ def test_import_sdk_needs_no_unix_only_module() -> None:
 def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) -> None:
     """Keyword-only after ``project``; the positional form of earlier releases still works, warned; a
     transport given to ``init`` is the one the run sends through."""
-    from sdk._transport import Transport
+    from plateau_tracker._transport import Transport
 
     class Counting(Transport):
         sent = 0
@@ -53,12 +56,12 @@ def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) ->
             Counting.sent += 1
             return super().send_series(*args, **kwargs)
 
-    run = sdk.init("surface", experiment="kw", transport=Counting(tracker.url), spool_dir=tmp_path)
+    run = plateau.init("surface", experiment="kw", transport=Counting(tracker.url), spool_dir=tmp_path)
     run.log({"loss": 1.0}, step=0)
     run.finish()
     assert Counting.sent >= 1
     with pytest.warns(DeprecationWarning, match="experiment=, name="):
-        old = sdk.init("surface", "positional", "named", url=tracker.url, spool_dir=tmp_path)
+        old = plateau.init("surface", "positional", "named", url=tracker.url, spool_dir=tmp_path)
     assert old.created["id"] == old.id
     assert old.created["name"] == "named"
     with pytest.warns(DeprecationWarning, match="Run.created"):
@@ -67,4 +70,4 @@ def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) ->
     body = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": "positional"}).json()["data"]
     assert [r["name"] for r in body] == ["named"]
     with pytest.raises(TypeError, match="1 positional argument"):
-        sdk.init("surface", *["x"] * 8)
+        plateau.init("surface", *["x"] * 8)

@@ -13,16 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from plateau_tracker.server.db import migrate
+from plateau_tracker.server.db.engine import Database, make_engine
+from plateau_tracker.server.db.models import BLOCK_STEPS
+from plateau_tracker.server.schemas.metrics import MetricBatch
+from plateau_tracker.server.schemas.runs import RunCreate
+from plateau_tracker.server.services import ingest, runs
+from plateau_tracker.server.services.block_format import summarise_block
+from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.series import _buckets_from_blocks, select_indexes
 from tests.conftest import create_run
-from tracker.db import migrate
-from tracker.db.engine import Database, make_engine
-from tracker.db.models import BLOCK_STEPS
-from tracker.schemas.metrics import MetricBatch
-from tracker.schemas.runs import RunCreate
-from tracker.services import ingest, runs
-from tracker.services.block_format import summarise_block
-from tracker.services.keys import KeyCache
-from tracker.services.series import _buckets_from_blocks, select_indexes
 
 # No server process needed: the `client` fixture is the tracker's app in this process.
 pytestmark = pytest.mark.in_process

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from plateau_tracker.server.cli import main
+from plateau_tracker.server.tb import import_logdir
 from tests._server import TrackerProcess, free_port
 from tests.conftest import create_run
-from tracker.cli import main
-from tracker.tb import import_logdir
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing import event_accumulator

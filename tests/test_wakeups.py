@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
+from plateau_tracker.server.db import migrate
 from tests._cross_replica import stop_seen_on_other
 from tests._server import TrackerProcess
-from tracker.db import migrate
 
 FALLBACK = {"PLATEAU_LONGPOLL_FALLBACK_S": "30"}
 

@@ -1,6 +1,7 @@
-"""Plateau tracker: stores runs and metric streams, applies convergence policies, answers trainers."""
+"""Plateau's tracker: stores runs and metric streams, applies convergence policies, answers trainers."""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from plateau_tracker import __version__
+
 __all__ = ["__version__"]

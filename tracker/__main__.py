@@ -1,9 +1,9 @@
-"""``python -m tracker`` is the ``plateau`` command."""
+"""``python -m plateau_tracker.server`` is the ``plateau`` command too."""
 
 from __future__ import annotations
 
 import sys
 
-from tracker.cli import main
+from plateau_tracker.server.cli import main
 
 sys.exit(main())

@@ -9,21 +9,21 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from tracker import __version__
-from tracker.api.deps import IngestServices
-from tracker.api.errors import BodyLimitMiddleware, install_error_handlers
-from tracker.api.fast_ingest import FastIngest
-from tracker.api.routes import router
-from tracker.config import Settings
-from tracker.db.engine import Database
-from tracker.db.prepare import prepare_schema
-from tracker.services.auth import Authenticator
-from tracker.services.delivery import Deliverer, DeliveryPolicy
-from tracker.services.keys import KeyCache
-from tracker.services.latest_decisions import LatestDecisions
-from tracker.services.notify import RunNotifier
-from tracker.services.policies import PolicyCache
-from tracker.services.wakeups import Listener
+from plateau_tracker.server import __version__
+from plateau_tracker.server.api.deps import IngestServices
+from plateau_tracker.server.api.errors import BodyLimitMiddleware, install_error_handlers
+from plateau_tracker.server.api.fast_ingest import FastIngest
+from plateau_tracker.server.api.routes import router
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.prepare import prepare_schema
+from plateau_tracker.server.services.auth import Authenticator
+from plateau_tracker.server.services.delivery import Deliverer, DeliveryPolicy
+from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.latest_decisions import LatestDecisions
+from plateau_tracker.server.services.notify import RunNotifier
+from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.wakeups import Listener
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracker import commands
+from plateau_tracker.server import commands
 
 # Commands that need the tracker's dependencies (the `server` extra); `sync` needs the SDK alone.
 _SLIM_COMMANDS = frozenset({"sync"})
@@ -21,7 +21,7 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from tracker import __version__
+    from plateau_tracker.server import __version__
 
     parser = argparse.ArgumentParser(prog="plateau", description="Plateau: know when training has converged.")
     parser.add_argument("--version", action="version", version=f"plateau {__version__}")
@@ -139,7 +139,7 @@ def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _demo_policy(value: str) -> str:
     """``--policy``'s value, checked before any model trains."""
-    from tracker.demo import policy_rules
+    from plateau_tracker.server.demo import policy_rules
 
     try:
         policy_rules(value)
@@ -264,7 +264,7 @@ def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _one_line(exc: BaseException) -> str:
     """What went wrong with the tracker, in one line a user can act on."""
-    from sdk.client import TrackerError
+    from plateau_tracker.client import TrackerError
 
     if isinstance(exc, TrackerError):
         if exc.status is None:
@@ -280,8 +280,8 @@ def _missing_server(command: str) -> str | None:
     try:
         import httpx  # noqa: F401 - only whether it imports
 
-        import tracker.config
-        import tracker.db.engine  # noqa: F401
+        import plateau_tracker.server.config
+        import plateau_tracker.server.db.engine  # noqa: F401
     except ImportError as exc:
         return (
             f"plateau {command} needs the tracker's dependencies ({exc.name} is missing): "
@@ -293,18 +293,18 @@ def _missing_server(command: str) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``plateau`` command; returns its exit code. Errors of the network, of the tracker and of
     the user's input are one line on stderr and exit code 1, never a traceback."""
-    from tracker.processes import exit_on_signals
+    from plateau_tracker.server.processes import exit_on_signals
 
     args = build_parser().parse_args(argv)
     missing = _missing_server(args.command)
     if missing is not None:
         print(missing, file=sys.stderr)
         return 1
-    from sdk.client import TrackerError
+    from plateau_tracker.client import TrackerError
 
     remote_errors: tuple[type[Exception], ...] = (TrackerError,)
     try:
-        from tracker.discovery import TrackerUnavailableError
+        from plateau_tracker.server.discovery import TrackerUnavailableError
 
         remote_errors += (TrackerUnavailableError,)
     except ImportError:  # a slim install runs `sync` alone, which needs no tracker code

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracker.config import Settings
+    from plateau_tracker.server.config import Settings
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from tracker.config import Settings
+    from plateau_tracker.server.config import Settings
 
     overrides = {
         name: getattr(args, name)
@@ -27,10 +27,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from tracker.db.engine import Database
-    from tracker.db.prepare import prepare_schema
-    from tracker.serve import serve
-    from tracker.services.auth import any_tokens, is_loopback
+    from plateau_tracker.server.db.engine import Database
+    from plateau_tracker.server.db.prepare import prepare_schema
+    from plateau_tracker.server.serve import serve
+    from plateau_tracker.server.services.auth import any_tokens, is_loopback
 
     settings = _settings(args)
     if not is_loopback(settings.host) and not args.insecure:
@@ -54,7 +54,7 @@ def serve_command(args: argparse.Namespace) -> int:
             "(use PostgreSQL with PLATEAU_DATABASE_URL to scale out)",
             file=sys.stderr,
         )
-    from tracker.serve import PortUnavailableError
+    from plateau_tracker.server.serve import PortUnavailableError
 
     def announce(url: str) -> None:
         print(
@@ -76,10 +76,10 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def token_command(args: argparse.Namespace) -> int:
-    from tracker.db.engine import Database
-    from tracker.db.prepare import prepare_schema
-    from tracker.errors import NotFoundError
-    from tracker.services import auth
+    from plateau_tracker.server.db.engine import Database
+    from plateau_tracker.server.db.prepare import prepare_schema
+    from plateau_tracker.server.errors import NotFoundError
+    from plateau_tracker.server.services import auth
 
     url = _settings(args).resolved_database_url()
     prepare_schema(url)
@@ -113,8 +113,8 @@ def token_command(args: argparse.Namespace) -> int:
 
 
 def db_command(args: argparse.Namespace) -> int:
-    from tracker.db import migrate
-    from tracker.db.engine import make_engine
+    from plateau_tracker.server.db import migrate
+    from plateau_tracker.server.db.engine import make_engine
 
     url = _settings(args).resolved_database_url()
     if args.db_command == "upgrade":
@@ -130,13 +130,13 @@ def db_command(args: argparse.Namespace) -> int:
 
 
 def demo_command(args: argparse.Namespace) -> int:
-    from tracker.demo import run_demo
+    from plateau_tracker.server.demo import run_demo
 
     return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed, policy=args.policy)
 
 
 def replay_command(args: argparse.Namespace) -> int:
-    from tracker.replay.command import run_replay
+    from plateau_tracker.server.replay.command import run_replay
 
     return run_replay(args)
 
@@ -144,8 +144,8 @@ def replay_command(args: argparse.Namespace) -> int:
 def dashboard_command(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from tracker.discovery import port_is_free, tracker_for, wait_for_http
-    from tracker.processes import start_child, stop_child
+    from plateau_tracker.server.discovery import port_is_free, tracker_for, wait_for_http
+    from plateau_tracker.server.processes import start_child, stop_child
 
     if importlib.util.find_spec("streamlit") is None:
         print(
@@ -154,7 +154,8 @@ def dashboard_command(args: argparse.Namespace) -> int:
         )
         return 1
     settings = _settings(args)
-    import dashboard  # the package, wherever it is installed (a wheel, or a checkout installed with -e)
+    # The package, wherever it is installed (a wheel, or a checkout installed with -e).
+    import plateau_tracker.dashboard as dashboard
 
     app = Path(dashboard.__file__).parent / "app.py"
     with tracker_for(settings, args.url) as url:
@@ -194,7 +195,7 @@ def dashboard_command(args: argparse.Namespace) -> int:
 
 def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
-    from sdk._spool import spooled_runs
+    from plateau_tracker._spool import spooled_runs
 
     spooled = spooled_runs(Path(args.spool) if args.spool else None)
     changes: dict[str, dict[str, Any]] = {}
@@ -209,7 +210,7 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 changes.setdefault(key, {})["experiment"] = value
                 continue
             try:
-                from tracker.replay.command import load_policy
+                from plateau_tracker.server.replay.command import load_policy
             except ImportError as exc:
                 raise ValueError(
                     f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
@@ -224,11 +225,11 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def sync_command(args: argparse.Namespace) -> int:
-    import sdk
+    import plateau_tracker as plateau
 
     try:
         rehome = _rehoming(args)
-        report = sdk.sync(
+        report = plateau.sync(
             Path(args.spool) if args.spool else None, url=args.url, drop=set(args.drop or []), rehome=rehome
         )
     except ValueError as exc:
@@ -250,7 +251,7 @@ def sync_command(args: argparse.Namespace) -> int:
 def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
     """The tracker at --url or $PLATEAU_URL, else the configured one, started on the embedded default
     if none runs."""
-    from tracker.discovery import tracker_for
+    from plateau_tracker.server.discovery import tracker_for
 
     return tracker_for(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
 
@@ -271,7 +272,7 @@ def _needs_tensorboard(command: str) -> bool:
 def export_command(args: argparse.Namespace) -> int:
     if _needs_tensorboard("export"):
         return 1
-    from tracker.tb import export_runs
+    from plateau_tracker.server.tb import export_runs
 
     token = args.token or os.environ.get("PLATEAU_TOKEN")
     with _tracker_url(args) as url:
@@ -301,7 +302,7 @@ def export_command(args: argparse.Namespace) -> int:
 def import_command(args: argparse.Namespace) -> int:
     if _needs_tensorboard("import"):
         return 1
-    from tracker.tb import import_logdir
+    from plateau_tracker.server.tb import import_logdir
 
     logdir = Path(args.logdir)
     if not logdir.is_dir():

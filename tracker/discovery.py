@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from sdk._http import HttpClient, TransportErrors
-from sdk.client import TrackerClient, TrackerError
-from tracker.config import Settings
-from tracker.db.engine import store_identity
-from tracker.processes import exit_on_signals, start_child, stop_child, tracker_command
+from plateau_tracker._http import HttpClient, TransportErrors
+from plateau_tracker.client import TrackerClient, TrackerError
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import store_identity
+from plateau_tracker.server.processes import exit_on_signals, start_child, stop_child, tracker_command
 
 
 class TrackerUnavailableError(RuntimeError):
@@ -109,7 +109,7 @@ def tracker_for(settings: Settings, url: str | None) -> Iterator[str]:
             process = start_child(command, env=dict(os.environ), log=log)
         started_url = f"http://{settings.host}:{port}"
         try:
-            deadline = time.monotonic() + 30.0
+            deadline = time.monotonic() + 60.0
             while not is_up(started_url):
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise TrackerUnavailableError(f"the tracker did not start; see {log_path}")

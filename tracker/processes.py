@@ -82,7 +82,7 @@ def stop_child(process: subprocess.Popen[Any], grace: float = 10.0) -> None:
 
 def tracker_command(host: str, port: int, home: Path, database_url: str | None) -> list[str]:
     """The command line of a ``plateau serve`` child on the given store."""
-    command = [sys.executable, "-m", "tracker", "serve", "--host", host, "--port", str(port)]
+    command = [sys.executable, "-m", "plateau_tracker", "serve", "--host", host, "--port", str(port)]
     command += ["--home", str(home)]
     if database_url:
         command += ["--database-url", database_url]

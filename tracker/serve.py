@@ -11,10 +11,10 @@ from typing import Any
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from tracker.api.protocol import BoundedHttpToolsProtocol, raise_descriptor_limit
-from tracker.app import create_app
-from tracker.config import Settings
-from tracker.db.prepare import prepare_schema
+from plateau_tracker.server.api.protocol import BoundedHttpToolsProtocol, raise_descriptor_limit
+from plateau_tracker.server.app import create_app
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.prepare import prepare_schema
 
 
 class PortUnavailableError(OSError):
@@ -74,7 +74,9 @@ def serve(
     # Workers build their own app from the environment, so hand the settings over through it.
     os.environ["PLATEAU_HOME"] = str(settings.home)
     os.environ["PLATEAU_DATABASE_URL"] = settings.resolved_database_url()
-    config = _uvicorn_config("tracker.app:create_app", log_level, factory=True, workers=workers)
+    config = _uvicorn_config(
+        "plateau_tracker.server.app:create_app", log_level, factory=True, workers=workers
+    )
     if on_listening is not None:
         on_listening(url)
     Multiprocess(config, sockets=[sock]).run()

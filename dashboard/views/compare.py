@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import _api
-from dashboard._views import best_of, curve_chart
+from plateau_tracker.dashboard import _api
+from plateau_tracker.dashboard._views import best_of, curve_chart
 
 st.title("Compare runs")
 experiments = _api.guarded(_api.experiments)

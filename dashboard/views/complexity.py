@@ -9,8 +9,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import _api
-from dashboard._views import best_of
+from plateau_tracker.dashboard import _api
+from plateau_tracker.dashboard._views import best_of
 
 PREFIX = "complexity/"
 # Convergence figures the tracker derives for every run, shown next to what the trainer reported.

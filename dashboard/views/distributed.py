@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import _api
+from plateau_tracker.dashboard import _api
 
 st.title("Distributed health")
 experiments = _api.guarded(_api.experiments)
@@ -18,7 +18,10 @@ labels = {f"#{r['id']} {r['name']}": r["id"] for r in available}
 run_id = labels[st.selectbox("Run (the experiment's newest 1,000)", list(labels))]
 health = _api.guarded(_api.health, run_id)
 if not health["ranks"]:
-    st.info("This run has no distributed figures (use sdk.distributed.StepTimer or sdk.staleness).")
+    st.info(
+        "This run has no distributed figures "
+        "(use plateau_tracker.distributed.StepTimer or plateau_tracker.staleness)."
+    )
     st.stop()
 verdict = health.get("straggler")
 if verdict:

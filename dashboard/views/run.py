@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import _api
-from dashboard._views import best_of, curve_chart, smooth, stop_decision
+from plateau_tracker.dashboard import _api
+from plateau_tracker.dashboard._views import best_of, curve_chart, smooth, stop_decision
 
 # The alerts that say the run is not judged as its trainer meant (the tracker makes each once a run, and the
 # SDK warns of the same ones), with the words the page leads them with above the curves.

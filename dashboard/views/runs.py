@@ -12,8 +12,8 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import _api
-from dashboard._views import run_row, runs_table, stop_decision
+from plateau_tracker.dashboard import _api
+from plateau_tracker.dashboard._views import run_row, runs_table, stop_decision
 
 PAGE_SIZE = 100
 STATUSES = ["running", "finished", "stopped", "failed", "crashed"]
@@ -21,7 +21,9 @@ STATUSES = ["running", "finished", "stopped", "failed", "crashed"]
 st.title("Runs")
 projects = _api.guarded(_api.projects)
 if not projects:
-    st.info(f"No runs yet on {_api.tracker_url()}. Start one with `sdk.init(...)` or `plateau demo`.")
+    st.info(
+        f"No runs yet on {_api.tracker_url()}. Start one with `plateau_tracker.init(...)` or `plateau demo`."
+    )
     st.stop()
 left, right = st.columns(2)
 project = left.selectbox("Project", [p["name"] for p in projects])

@@ -1,7 +1,7 @@
 """Keras 3: ``PlateauCallback``, a ``keras.callbacks.Callback`` that lets Plateau stop ``fit`` and keep
 the best weights, on any backend (JAX, TensorFlow, PyTorch).
 
-    from sdk.integrations.keras import PlateauCallback
+    from plateau_tracker.integrations.keras import PlateauCallback
 
     model.fit(x, y, validation_split=0.2, epochs=100,
               callbacks=[PlateauCallback(project="tabular", monitor="val_loss", mode="min")])
@@ -28,22 +28,22 @@ from typing import Any
 
 import keras  # type: ignore[import-untyped]  # keras ships no type information
 
-import sdk
-from sdk._decision import Decision
-from sdk._types import ModeChoice
+import plateau_tracker as plateau
+from plateau_tracker._decision import Decision
+from plateau_tracker._types import ModeChoice
 
 logger = logging.getLogger("plateau")
 
 
 class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an untyped base
     """Plateau's decisions for ``model.fit``. Give an existing ``run``, or the keyword arguments of
-    :func:`sdk.init` (``project``, ``experiment``, ``name``, ``rules``, ``url``, ``run_key`` ...; the run is
-    then created when training begins and finished when it ends). ``config`` defaults to the optimizer
+    :func:`plateau.init` (``project``, ``experiment``, ``name``, ``rules``, ``url``, ``run_key`` ...; the run
+    is then created when training begins and finished when it ends). ``config`` defaults to the optimizer
     and ``fit``'s parameters."""
 
     def __init__(
         self,
-        run: sdk.Run | None = None,
+        run: plateau.Run | None = None,
         *,
         monitor: str = "val_loss",
         mode: ModeChoice = "auto",
@@ -73,7 +73,7 @@ class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an unt
             return
         epochs = self.params.get("epochs") if self.params else None
         config = dict(self._config) if self._config is not None else self._optimizer_config()
-        self.run = sdk.init(
+        self.run = plateau.init(
             config=config, planned_steps=(epochs - 1) if epochs and epochs > 1 else None, **self._init
         )
 

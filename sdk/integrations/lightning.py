@@ -30,9 +30,9 @@ import lightning.pytorch as pl
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.callbacks import Callback
 
-import sdk
-from sdk._decision import Decision
-from sdk._types import FinalStatus, ModeChoice
+import plateau_tracker as plateau
+from plateau_tracker._decision import Decision
+from plateau_tracker._types import FinalStatus, ModeChoice
 
 logger = logging.getLogger("plateau")
 
@@ -99,9 +99,9 @@ def _at_epoch_end(trainer: pl.Trainer) -> bool:
 class PlateauCallback(Callback):
     """Log Lightning's metrics to Plateau and obey its stop and checkpoint decisions.
 
-    Pass a ``run`` made with :func:`sdk.init`, or the arguments to make one at setup (``project``,
+    Pass a ``run`` made with :func:`plateau.init`, or the arguments to make one at setup (``project``,
     ``experiment``, ``name``, ``monitor``, ``mode``, ``rules``, ``url`` and any other keyword of
-    :func:`sdk.init`); the module's ``hparams`` become the run's config unless ``config`` is given.
+    :func:`plateau.init`); the module's ``hparams`` become the run's config unless ``config`` is given.
 
     ``step_unit``: ``"epoch"`` (the step of a point is the epoch) or ``"global_step"``.
     ``decision_timeout``: seconds to wait for the tracker's verdict on a step; when the tracker is slow or
@@ -110,7 +110,7 @@ class PlateauCallback(Callback):
 
     def __init__(
         self,
-        run: sdk.Run | None = None,
+        run: plateau.Run | None = None,
         *,
         project: str = "default",
         experiment: str = "default",
@@ -171,7 +171,9 @@ class PlateauCallback(Callback):
         init = dict(self._init)
         if init.get("planned_steps") is None:
             init["planned_steps"] = self._planned_steps(trainer)
-        self.run = sdk.init(config=config, rank=trainer.global_rank, world_size=trainer.world_size, **init)
+        self.run = plateau.init(
+            config=config, rank=trainer.global_rank, world_size=trainer.world_size, **init
+        )
         self.monitor = self.run.monitor
 
     def _planned_steps(self, trainer: pl.Trainer) -> int | None:

@@ -1,6 +1,6 @@
 """Optuna: ``PlateauPruner``, an ``optuna.pruners.BasePruner`` whose verdict is Plateau's.
 
-    from sdk.integrations.optuna import PlateauPruner
+    from plateau_tracker.integrations.optuna import PlateauPruner
 
     pruner = PlateauPruner(project="search", rules=[{"rule": "percentile", "n_startup_runs": 5}])
     study = optuna.create_study(direction="minimize", pruner=pruner)
@@ -26,8 +26,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-import sdk
-from sdk._types import FinalStatus
+import plateau_tracker as plateau
+from plateau_tracker._types import FinalStatus
 
 logger = logging.getLogger("plateau")
 
@@ -42,7 +42,7 @@ _STATUS: dict[TrialState, FinalStatus] = {
 class PlateauPruner(optuna.pruners.BasePruner):
     """Prunes a trial when Plateau decides its run should stop. ``rules``: the runs' policy (the
     tracker's default when omitted); ``planned_steps``: the last step a trial reports, for budget-aware
-    rules; other keyword arguments go to :func:`sdk.init`."""
+    rules; other keyword arguments go to :func:`plateau.init`."""
 
     def __init__(
         self,
@@ -60,7 +60,7 @@ class PlateauPruner(optuna.pruners.BasePruner):
         self.url = url
         self.planned_steps = planned_steps
         self.init_kwargs = init_kwargs
-        self._runs: dict[int, sdk.Run] = {}
+        self._runs: dict[int, plateau.Run] = {}
         self._logged: dict[int, set[int]] = {}
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
@@ -85,11 +85,11 @@ class PlateauPruner(optuna.pruners.BasePruner):
             run.update_summary({"optuna_value": trial.value, "optuna_trial": trial.number})
         run.finish(_STATUS.get(trial.state, "failed"))
 
-    def _run_of(self, study: optuna.Study, trial: FrozenTrial) -> sdk.Run:
+    def _run_of(self, study: optuna.Study, trial: FrozenTrial) -> plateau.Run:
         run = self._runs.get(trial.number)
         if run is None:
             minimise = study.direction == optuna.study.StudyDirection.MINIMIZE
-            run = self._runs[trial.number] = sdk.init(
+            run = self._runs[trial.number] = plateau.init(
                 project=self.project,
                 experiment=self.experiment or study.study_name,
                 name=f"trial-{trial.number}",

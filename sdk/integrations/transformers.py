@@ -1,7 +1,7 @@
 """Hugging Face Transformers: ``PlateauCallback``, a ``TrainerCallback`` that lets Plateau stop and
 checkpoint a ``Trainer``.
 
-    from sdk.integrations.transformers import PlateauCallback
+    from plateau_tracker.integrations.transformers import PlateauCallback
 
     trainer = Trainer(model, args, train_dataset=train, eval_dataset=val,
                       callbacks=[PlateauCallback(project="nlp", monitor="eval_loss", mode="min")])
@@ -38,9 +38,9 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-import sdk
-from sdk._decision import Decision
-from sdk._types import ModeChoice
+import plateau_tracker as plateau
+from plateau_tracker._decision import Decision
+from plateau_tracker._types import ModeChoice
 
 logger = logging.getLogger("plateau")
 
@@ -64,13 +64,13 @@ _TRAINING_DONE = "train_runtime"
 
 class PlateauCallback(TrainerCallback):
     """Plateau's decisions for a ``transformers.Trainer``. Give an existing ``run``, or the keyword
-    arguments of :func:`sdk.init` (``project``, ``experiment``, ``name``, ``rules``, ``url`` ...; the run is
-    then created at ``on_train_begin`` and finished at ``on_train_end``). ``config`` defaults to the main
+    arguments of :func:`plateau.init` (``project``, ``experiment``, ``name``, ``rules``, ``url`` ...; the run
+    is then created at ``on_train_begin`` and finished at ``on_train_end``). ``config`` defaults to the main
     training arguments."""
 
     def __init__(
         self,
-        run: sdk.Run | None = None,
+        run: plateau.Run | None = None,
         *,
         monitor: str = "eval_loss",
         mode: ModeChoice = "auto",
@@ -98,7 +98,7 @@ class PlateauCallback(TrainerCallback):
         if self.run is not None:
             return
         config = dict(self._config) if self._config is not None else _hyperparameters(args)
-        self.run = sdk.init(
+        self.run = plateau.init(
             config=config,
             planned_steps=state.max_steps or None,
             run_key=self._init.pop("run_key", None) or _run_key(args, state),

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout, suppress
 from pathlib import Path
 
+from plateau_tracker.server.db.migrate import upgrade
 from tests._server import TrackerProcess
 from tests.benchmarks import _client_side as client
 from tests.benchmarks import _scale as scale
@@ -38,7 +39,6 @@ from tests.benchmarks import _tracker_side as tracker
 from tests.benchmarks import bench_load
 from tests.benchmarks._peers import MlflowServer, missing
 from tests.benchmarks._report import Figure, table
-from tracker.db.migrate import upgrade
 
 DEFAULT_CURVES = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves" / "opda_curves.jsonl"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -9,14 +9,14 @@ import textwrap
 import time
 from pathlib import Path
 
-import sdk
+import plateau_tracker as plateau
 from tests.benchmarks._report import median_of, percentile
 
 
 def plateau_log_ns(url: str, keys: int, calls: int = 20_000, repeats: int = 5) -> float:
     """Median over repeats of ns per ``run.log()`` call, the background sender running as in training."""
     metrics = {f"train/metric_{i}": 0.5 for i in range(keys)}
-    run = sdk.init(project="bench", experiment="log", url=url, max_pending=10**7)
+    run = plateau.init(project="bench", experiment="log", url=url, max_pending=10**7)
     step = 0
 
     def one_repeat() -> float:
@@ -89,7 +89,7 @@ def stop_latency_ms(url: str, runs: int = 100) -> tuple[float, float]:
     """p50 and p99 ms from ``log()`` of the value that triggers a stop to ``should_stop()`` being True."""
     latencies = []
     for _ in range(runs):
-        run = sdk.init(
+        run = plateau.init(
             project="bench",
             experiment="stop",
             url=url,
@@ -123,12 +123,16 @@ def default_verdict_ms(url: str, runs: int = 20, evaluations: int = 30) -> tuple
     policy, in a tracker where another run has logged the common spellings of the default's companion
     series: each evaluation logs ``val/acc`` and ``val/loss``, after the rate and training loss in a batch
     of their own, as a loop that logs the rate at its training steps sends them."""
-    other = sdk.init(project="bench", experiment="others", url=url, monitor="m", mode="min", planned_steps=1)
+    other = plateau.init(
+        project="bench", experiment="others", url=url, monitor="m", mode="min", planned_steps=1
+    )
     other.log(dict.fromkeys(OTHER_TRAINERS_KEYS, 1.0), step=0)
     other.finish()
     latencies = []
     for _ in range(runs):
-        run = sdk.init(project="bench", experiment="default", url=url, monitor="val/acc", planned_steps=1000)
+        run = plateau.init(
+            project="bench", experiment="default", url=url, monitor="val/acc", planned_steps=1000
+        )
         for epoch in range(evaluations):
             run.log({"lr": 0.1, "train/loss": 1.0 / (epoch + 1)}, step=epoch)
             run.flush(10)
@@ -150,10 +154,9 @@ _MEMORY_SCRIPT = textwrap.dedent(
             return int(f.read().split()[1]) * 4096
 
     before = rss()
-    import sdk
-
+    import plateau_tracker as plateau
     runs = [
-        sdk.init(project="bench", experiment="memory", url=sys.argv[1], monitor="val/loss", mode="min")
+        plateau.init(project="bench", experiment="memory", url=sys.argv[1], monitor="val/loss", mode="min")
         for _ in range(int(sys.argv[2]))
     ]
     for step in range(100):
@@ -199,7 +202,7 @@ def sdk_delivery_rate(url: str, steps: int = 100_000, keys: int = 10, repeats: i
     names = [f"k{i}" for i in range(keys)]
 
     def once() -> float:
-        run = sdk.init(project="bench", experiment="delivery", url=url, spool=False)
+        run = plateau.init(project="bench", experiment="delivery", url=url, spool=False)
         values = dict.fromkeys(names, 0.5)
         started = time.perf_counter()
         for step in range(steps):

@@ -14,10 +14,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracker.policy import Mode
-from tracker.replay._curves import Curve
-from tracker.replay._report import summarise
-from tracker.replay._simulate import RunResult, best_index
+from plateau_tracker.server.policy import Mode
+from plateau_tracker.server.replay._curves import Curve
+from plateau_tracker.server.replay._report import summarise
+from plateau_tracker.server.replay._simulate import RunResult, best_index
 
 FRONTIER_K = tuple(range(1, 41))
 

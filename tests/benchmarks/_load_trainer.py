@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sdk
+import plateau_tracker as plateau
 
 MONITOR = "val/acc"
 TRAIN_KEYS = [f"train/k{i}" for i in range(10)]
@@ -74,7 +74,7 @@ def _accuracy(evaluation: int, peak: int, top: float, rng: random.Random) -> flo
 def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_dir: str) -> None:
     rng = random.Random(seed)
     while time.monotonic() < end:
-        run = sdk.init(
+        run = plateau.init(
             project="load",
             experiment=experiment,
             url=url,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sdk._quantile import quantile
+from plateau_tracker._quantile import quantile
 
 
 def percentile(values: list[float], q: float) -> float:

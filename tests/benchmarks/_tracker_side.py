@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from sdk._transport import Transport
+from plateau_tracker._transport import Transport
+from plateau_tracker.server.policy import Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy.presets import preset
 from tests.benchmarks._report import median_of, percentile
-from tracker.policy import Observation, PolicySpec, evaluate, initial_states
-from tracker.policy.presets import preset
 
 BATCH_KEYS = 10
 BATCH_STEPS = 100  # 10 keys x 100 steps: 1,000-point batches
@@ -194,7 +194,7 @@ def engine_points_per_s(policy: PolicySpec, runs: int = 400, length: int = 500, 
 
 _ENGINE_SCRIPT = """
 import gc, json
-from tracker.app import create_app
+from plateau_tracker.server.app import create_app
 from tests.benchmarks import _tracker_side as bench
 
 create_app()  # the tracker's modules and app in memory, then frozen as its start-up does

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plateau_tracker.server.policy.presets import DEFAULT_RULES
 from tests.benchmarks._frontier import margin, patience_frontier
 from tests.benchmarks.bench_replay import DEFAULT_CURVES, Source, load_sources, replay_point, with_params
-from tracker.policy.presets import DEFAULT_RULES
 
 CONDITIONS = ("every series", "watched alone")
 

@@ -15,14 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import sdk
+import plateau_tracker as plateau
 from tests._server import TrackerProcess, free_port
 from tests.test_distributed import launch
 
 
 def single_process(url: str, calls: int) -> float:
     """A call with no new monitored value since the last: a memory read."""
-    run = sdk.init(project="bench", experiment="stop-cost", url=url, monitor="loss")
+    run = plateau.init(project="bench", experiment="stop-cost", url=url, monitor="loss")
     times = []
     for _ in range(calls):
         started = time.perf_counter_ns()
@@ -38,7 +38,9 @@ def after_monitored_log(url: str, calls: int, *, wait: float = 5.0) -> tuple[flo
     step. Online, the call waits for the verdict on that step; offline (``url`` with nothing listening),
     it must not wait at all. The policy never stops (patience beyond ``calls``)."""
     rules = [{"rule": "patience", "patience": calls + 10}, {"rule": "checkpoint"}]
-    run = sdk.init(project="bench", experiment="stop-exact", url=url, monitor="loss", rules=rules, wait=wait)
+    run = plateau.init(
+        project="bench", experiment="stop-exact", url=url, monitor="loss", rules=rules, wait=wait
+    )
     stop_times, step_times = [], []
     for step in range(calls):
         started = time.perf_counter_ns()

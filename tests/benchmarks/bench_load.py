@@ -41,12 +41,12 @@ from typing import Any
 import httpx
 from sqlalchemy import create_engine, text
 
-from sdk._spool import spooled_points
+from plateau_tracker._spool import spooled_points
+from plateau_tracker.server.db.migrate import upgrade
 from tests._cross_replica import stop_seen_on_other
 from tests._server import TrackerProcess
 from tests.benchmarks._report import Figure, percentile, table
 from tests.conftest import scratch_postgres
-from tracker.db.migrate import upgrade
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 STEPS_PER_S = 10

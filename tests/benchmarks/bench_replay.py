@@ -31,6 +31,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from plateau_tracker.server.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
+from plateau_tracker.server.policy.presets import DEFAULT_RULES
+from plateau_tracker.server.replay._curves import Curve, load_jsonl
+from plateau_tracker.server.replay._simulate import RunResult, best_index, replay_curve
 from tests.benchmarks._frontier import (
     Point,
     clairvoyant_stops,
@@ -41,10 +45,6 @@ from tests.benchmarks._frontier import (
     patience_frontier,
 )
 from tests.benchmarks._report import percentile
-from tracker.policy import Context, Mode, Observation, PolicySpec, evaluate, initial_states
-from tracker.policy.presets import DEFAULT_RULES
-from tracker.replay._curves import Curve, load_jsonl
-from tracker.replay._simulate import RunResult, best_index, replay_curve
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
 DEFAULT_CURVES = SHARED / "opda_curves.jsonl"

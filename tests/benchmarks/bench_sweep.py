@@ -36,13 +36,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.policy.presets import preset
+from plateau_tracker.server.replay._curves import Curve
+from plateau_tracker.server.replay._report import summarise
+from plateau_tracker.server.replay._simulate import best_index, replay_sweep
 from tests.benchmarks._frontier import results_at
 from tests.benchmarks.bench_replay import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
-from tracker.policy import PolicySpec
-from tracker.policy.presets import preset
-from tracker.replay._curves import Curve
-from tracker.replay._report import summarise
-from tracker.replay._simulate import best_index, replay_sweep
 
 
 def score(

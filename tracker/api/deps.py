@@ -13,17 +13,17 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Request
 
-from tracker.config import Settings
-from tracker.db.engine import Database
-from tracker.db.models import MAX_ID
-from tracker.schemas._common import Text
-from tracker.services.auth import Authenticator, Principal, check_project, check_run
-from tracker.services.delivery import Deliverer
-from tracker.services.keys import KeyCache
-from tracker.services.latest_decisions import LatestDecisions
-from tracker.services.notify import RunNotifier
-from tracker.services.policies import PolicyCache
-from tracker.services.wakeups import Listener
+from plateau_tracker.server.config import Settings
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.models import MAX_ID
+from plateau_tracker.server.schemas._common import Text
+from plateau_tracker.server.services.auth import Authenticator, Principal, check_project, check_run
+from plateau_tracker.server.services.delivery import Deliverer
+from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.latest_decisions import LatestDecisions
+from plateau_tracker.server.services.notify import RunNotifier
+from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.wakeups import Listener
 
 
 async def _database(request: Request) -> Database:

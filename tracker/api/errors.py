@@ -12,9 +12,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tracker.errors import ConflictError, InvalidInputError, NotFoundError
-from tracker.schemas._common import json_safe
-from tracker.services.auth import AuthError, ForbiddenError
+from plateau_tracker.server.errors import ConflictError, InvalidInputError, NotFoundError
+from plateau_tracker.server.schemas._common import json_safe
+from plateau_tracker.server.services.auth import AuthError, ForbiddenError
 
 
 def _shown(value: Any) -> Any:

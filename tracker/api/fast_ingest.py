@@ -7,8 +7,8 @@ it reads the body, then checks the caller, validates the batch, stores it and wr
 worker-thread hop, so the loop only moves bytes.
 
 Anything but success (a bad token, an unknown run, an invalid batch) is answered by the same function as
-every route's errors (``tracker.api.errors.error_response``); nothing was written (ingest is one
-transaction). The FastAPI route of the same path declares the endpoint (its body schema in the OpenAPI
+every route's errors (``plateau_tracker.server.api.errors.error_response``); nothing was written (ingest is
+one transaction). The FastAPI route of the same path declares the endpoint (its body schema in the OpenAPI
 document) and answers what this path does not take: an id past what the stores hold.
 """
 
@@ -20,13 +20,13 @@ from anyio import to_thread
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tracker.api.deps import IngestServices
-from tracker.api.errors import body_too_large, error_response, invalid_body, read_body
-from tracker.db.models import MAX_ID
-from tracker.errors import PlateauError
-from tracker.schemas.metrics import MetricBatch, parse_batch
-from tracker.services import ingest
-from tracker.services.auth import Authenticator, check_run
+from plateau_tracker.server.api.deps import IngestServices
+from plateau_tracker.server.api.errors import body_too_large, error_response, invalid_body, read_body
+from plateau_tracker.server.db.models import MAX_ID
+from plateau_tracker.server.errors import PlateauError
+from plateau_tracker.server.schemas.metrics import MetricBatch, parse_batch
+from plateau_tracker.server.services import ingest
+from plateau_tracker.server.services.auth import Authenticator, check_run
 
 _INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,20})/metrics")
 

@@ -9,8 +9,8 @@ from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
-from tracker import __version__
-from tracker.api.deps import (
+from plateau_tracker.server import __version__
+from plateau_tracker.server.api.deps import (
     DatabaseDep,
     DelivererDep,
     IdPath,
@@ -25,11 +25,11 @@ from tracker.api.deps import (
     write_project,
     write_run,
 )
-from tracker.api.fast_ingest import store_batch
-from tracker.schemas._common import Text
-from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
-from tracker.schemas.distributed_health import DistributedHealthPublic
-from tracker.schemas.metrics import (
+from plateau_tracker.server.api.fast_ingest import store_batch
+from plateau_tracker.server.schemas._common import Text
+from plateau_tracker.server.schemas.decisions import DecisionPublic, DecisionsPublic
+from plateau_tracker.server.schemas.distributed_health import DistributedHealthPublic
+from plateau_tracker.server.schemas.metrics import (
     HistoryColumns,
     HistoryPage,
     IngestResult,
@@ -37,12 +37,26 @@ from tracker.schemas.metrics import (
     MetricBatch,
     SeriesPublic,
 )
-from tracker.schemas.projects import ProjectsPublic
-from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
-from tracker.schemas.summary import RunSummaryPublic, SummaryUpdate
-from tracker.schemas.webhooks import DeliveriesPublic, WebhookCreate, WebhookPublic, WebhooksPublic
-from tracker.services import decisions, distributed_health, history, projects, runs, series, summary, webhooks
-from tracker.services.auth import check_project
+from plateau_tracker.server.schemas.projects import ProjectsPublic
+from plateau_tracker.server.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
+from plateau_tracker.server.schemas.summary import RunSummaryPublic, SummaryUpdate
+from plateau_tracker.server.schemas.webhooks import (
+    DeliveriesPublic,
+    WebhookCreate,
+    WebhookPublic,
+    WebhooksPublic,
+)
+from plateau_tracker.server.services import (
+    decisions,
+    distributed_health,
+    history,
+    projects,
+    runs,
+    series,
+    summary,
+    webhooks,
+)
+from plateau_tracker.server.services.auth import check_project
 
 router = APIRouter(prefix="/api/v1")
 

@@ -20,8 +20,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from tracker.db.group_commit import GroupCommit
-from tracker.errors import ConflictError
+from plateau_tracker.server.db.group_commit import GroupCommit
+from plateau_tracker.server.errors import ConflictError
 
 _WRITE_OPTION = "plateau_write"
 

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from tracker.errors import ConflictError
+from plateau_tracker.server.errors import ConflictError
 
 T = TypeVar("T")
 

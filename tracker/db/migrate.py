@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-import migrations
+import plateau_tracker.migrations as migrations
 
 
 def alembic_config(database_url: str) -> Config:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.engine import make_url
 
-from tracker.db import migrate
-from tracker.db.engine import make_engine
+from plateau_tracker.server.db import migrate
+from plateau_tracker.server.db.engine import make_engine
 
 
 class SchemaOutOfDateError(RuntimeError):

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracker.config import Settings
+from plateau_tracker.server.config import Settings
 
 if TYPE_CHECKING:  # torch is an extra: imported by run_demo only once it is known to be there
-    from tracker.demo._train import Outcome
+    from plateau_tracker.server.demo._train import Outcome
 
 
 def policy_rules(policy: str) -> list[dict[str, Any]] | None:
@@ -23,7 +23,9 @@ def policy_rules(policy: str) -> list[dict[str, Any]] | None:
     match = re.fullmatch(r"patience-([1-9][0-9]{0,3})", policy)
     if match is None:
         raise ValueError(f"unknown demo policy {policy!r}: default or patience-K (e.g. patience-5)")
-    from tracker.policy.presets import patience_rules  # the preset's own rules (scipy: loaded only here)
+    from plateau_tracker.server.policy.presets import (
+        patience_rules,  # the preset's own rules (scipy: loaded only here)
+    )
 
     return patience_rules(int(match.group(1)))
 
@@ -39,14 +41,14 @@ def _table(rows: list[list[str]], headers: list[str]) -> str:
 def plateau_command(subcommand: str) -> str:
     """How the user, from where they stand, runs ``plateau <subcommand>``: bare ``plateau`` when it is on
     PATH as the program running now, else this program's path (``.venv/bin/plateau`` after the README's
-    install, which does not activate the venv), else ``python -m tracker``."""
+    install, which does not activate the venv), else ``python -m plateau_tracker``."""
     program = Path(sys.argv[0])
     if program.name == "plateau" and program.exists():
         on_path = shutil.which("plateau")
         if on_path is not None and Path(on_path).resolve() == program.resolve():
             return f"plateau {subcommand}"
         return f"{_relative(program)} {subcommand}"
-    return f"{_relative(Path(sys.executable))} -m tracker {subcommand}"
+    return f"{_relative(Path(sys.executable))} -m plateau_tracker {subcommand}"
 
 
 def _relative(path: Path) -> str:
@@ -79,16 +81,17 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pol
     Plateau decided. Returns an exit code."""
     rules = policy_rules(policy)
     try:
-        from tracker.demo._train import TRIALS, load_split, train_one
+        from plateau_tracker.server.demo._train import TRIALS, fit_threads_to_host, load_split, train_one
     except ImportError as exc:
         print(
             f"plateau demo needs the torch extra ({exc.name} is missing): "
-            "pip install torch==2.13.0 'plateau-tracker[torch]'",
+            "pip install torch==2.13.0 'plateau-tracker[demo]'",
             file=sys.stderr,
         )
         return 1
-    from tracker.discovery import tracker_for
+    from plateau_tracker.server.discovery import tracker_for
 
+    fit_threads_to_host()
     checkpoint_dir = Path(settings.home).expanduser() / "demo" / "checkpoints"
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     split = load_split(seed)

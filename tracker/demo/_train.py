@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,17 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
 
-import sdk
+import plateau_tracker as plateau
+
+
+def fit_threads_to_host(cpus: int | None = None) -> int:
+    """Sets torch's intra-op threads for the demo's tiny models and returns the count. Their matrices are
+    too small to gain from threads, and the tracker the demo starts shares the host: on a host of four
+    cores or fewer, one thread; on a larger one, a quarter of the cores, at most 4."""
+    cpus = cpus or os.cpu_count() or 1
+    threads = 1 if cpus <= 4 else min(4, cpus // 4)
+    torch.set_num_threads(threads)
+    return threads
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,7 @@ def _train_epoch(
     optimizer: torch.optim.Optimizer,
     split: Split,
     batch_size: int,
-    run: sdk.Run,
+    run: plateau.Run,
     generator: torch.Generator,
 ) -> float:
     """One epoch over the training split in a shuffled order, each step timed; returns the mean loss."""
@@ -143,7 +154,7 @@ def train_one(
     optimizer = _optimizer(trial, model)
     config: dict[str, Any] = {**trial.__dict__, "hidden": list(trial.hidden), "budget": budget}
     started = time.perf_counter()
-    run = sdk.init(
+    run = plateau.init(
         project="demo",
         experiment="digits-mlp",
         name=trial.name,

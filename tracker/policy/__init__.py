@@ -6,8 +6,8 @@ does no I/O, so rules are tested by tables and replayed over history.
 
 from __future__ import annotations
 
-from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._policy import (
+from plateau_tracker.server.policy._base import Rule, RuleParams, State
+from plateau_tracker.server.policy._policy import (
     Evaluation,
     PolicySpec,
     default_rules,
@@ -17,12 +17,22 @@ from tracker.policy._policy import (
     evaluate_per_rank,
     initial_states,
 )
-from tracker.policy._registry import RULES, RuleSpec, build_rule
-from tracker.policy._types import Action, Cohort, Context, Mode, Observation, Ties, Verdict, cut_of, fmt
-from tracker.policy.rules._checkpoint import CheckpointParams
-from tracker.policy.rules._non_finite import NonFiniteParams
-from tracker.policy.rules._patience import PatienceParams
-from tracker.policy.rules._pruning import PRUNING_RULES
+from plateau_tracker.server.policy._registry import RULES, RuleSpec, build_rule
+from plateau_tracker.server.policy._types import (
+    Action,
+    Cohort,
+    Context,
+    Mode,
+    Observation,
+    Ties,
+    Verdict,
+    cut_of,
+    fmt,
+)
+from plateau_tracker.server.policy.rules._checkpoint import CheckpointParams
+from plateau_tracker.server.policy.rules._non_finite import NonFiniteParams
+from plateau_tracker.server.policy.rules._patience import PatienceParams
+from plateau_tracker.server.policy.rules._pruning import PRUNING_RULES
 
 __all__ = [
     "PRUNING_RULES",

@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tracker.policy._improvement import ImprovementTest
-from tracker.policy._types import Context, Mode, Observation, Ties, Verdict
+from plateau_tracker.server.policy._improvement import ImprovementTest
+from plateau_tracker.server.policy._types import Context, Mode, Observation, Ties, Verdict
 
 MAX_STEP = 2**62
 """The largest step a point may carry (ingest's bound): counts of steps, evaluations and runs in rule

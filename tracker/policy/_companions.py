@@ -1,7 +1,7 @@
 """A key the rules read beside the monitored metric (a learning rate, a validation or training loss) that
 reaches the tracker too late, or in another step unit, is judged as something else: the rules read its
 value at or before each monitored step. These say so, as ``alert`` decisions, once a run each (the I/O that
-finds them: :mod:`tracker.services.companions`).
+finds them: :mod:`plateau_tracker.server.services.companions`).
 
 - ``companion_late``: the key arrives at the step judged last, after that step was judged (a loop that logs
   the rate in a call after the monitored value's, slower than the SDK's step hold, or another client).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.policy._types import Verdict, fmt
+from plateau_tracker.server.policy._types import Verdict, fmt
 
 COMPANION_LATE = "companion_late"
 COMPANION_STEPS = "companion_steps"

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.policy._types import Mode, Ties, better
+from plateau_tracker.server.policy._types import Mode, Ties, better
 
 # A gain equal to the margin "up to float rounding": the moved value and the best differ by a few units in
 # the last place of the numbers involved (each decimal input is already rounded once, the sum once more).

@@ -14,8 +14,8 @@ import difflib
 import functools
 from collections.abc import Iterable
 
-from tracker.policy._keys import in_training_namespace, namespace
-from tracker.policy._types import Verdict
+from plateau_tracker.server.policy._keys import in_training_namespace, namespace
+from plateau_tracker.server.policy._types import Verdict
 
 RULE = "missing_monitor"
 STEPS_BEFORE_ALERT = 3

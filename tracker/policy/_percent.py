@@ -1,20 +1,20 @@
 """A share logged in percent (``100 * correct / total``, timm's and torchvision's ``top1``) read as the same
 share: its perfect score is 100 and its step is 100 times a share's.
 
-A share's name is what lets a rule read percent (``sdk._mode.names_a_share``: ``val/acc``, ``eval_top1``,
-``val/mAP``; not a reward, a return or PSNR, which pass through 100 on their way to more), and its values
-what shows it: one strictly between 1 and 100 that is not a whole number. Percents of 100 samples are whole
-numbers and are not read as percent; nor is a share in percent before it has passed 1%, and while all its
-values could be one at about 1% (:func:`could_be_percent_at_one`) a value of 1 is not read as perfect.
+A share's name is what lets a rule read percent (``plateau_tracker._mode.names_a_share``: ``val/acc``,
+``eval_top1``, ``val/mAP``; not a reward, a return or PSNR, which pass through 100 on their way to more), and
+its values what shows it: one strictly between 1 and 100 that is not a whole number. Percents of 100 samples
+are whole numbers and are not read as percent; nor is a share in percent before it has passed 1%, and while
+all its values could be one at about 1% (:func:`could_be_percent_at_one`) a value of 1 is not read as perfect.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sdk._mode import names_a_share as _share_by_name
-from tracker.policy._resolution import resolution
-from tracker.policy._types import Mode
+from plateau_tracker._mode import names_a_share as _share_by_name
+from plateau_tracker.server.policy._resolution import resolution
+from plateau_tracker.server.policy._types import Mode
 
 
 def names_a_share(monitor: str, mode: Mode) -> bool:

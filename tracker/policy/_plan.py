@@ -1,15 +1,15 @@
 """A run whose monitored steps pass its planned end (``planned_steps``): said once, as an ``alert``.
 
-The engine stops reading a plan the run has passed (:func:`tracker.policy.evaluate` judges it from there as
-a run with no plan), which keeps a run whose plan was given in epochs while it logs batches from being
-stopped as "no time left" while it climbs. The user should still hear of it: the rules that read the
+The engine stops reading a plan the run has passed (:func:`plateau_tracker.server.policy.evaluate` judges it
+from there as a run with no plan), which keeps a run whose plan was given in epochs while it logs batches from
+being stopped as "no time left" while it climbs. The user should still hear of it: the rules that read the
 plan (``outlook``'s pace to the end, ``degenerate``'s and the blind run's shares of it) judged the run
 against a plan that was not its own until then.
 """
 
 from __future__ import annotations
 
-from tracker.policy._types import Verdict
+from plateau_tracker.server.policy._types import Verdict
 
 RULE = "plan_passed"
 

@@ -10,18 +10,18 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from sdk._mode import infer_mode
-from tracker.policy._base import Rule, State
-from tracker.policy._improvement import Best, ImprovementTest
-from tracker.policy._registry import RuleSpec, build_rule
-from tracker.policy._types import Context, Mode, Observation, Verdict
+from plateau_tracker._mode import infer_mode
+from plateau_tracker.server.policy._base import Rule, State
+from plateau_tracker.server.policy._improvement import Best, ImprovementTest
+from plateau_tracker.server.policy._registry import RuleSpec, build_rule
+from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict
 
 _RULE_ADAPTER: TypeAdapter[RuleSpec] = TypeAdapter(RuleSpec)
 
 
 def default_rules() -> list[RuleSpec]:
-    """Plateau's default single-run rules (``tracker.policy.presets.DEFAULT_RULES``)."""
-    from tracker.policy.presets import DEFAULT_RULES  # presets build on this module
+    """Plateau's default single-run rules (``plateau_tracker.server.policy.presets.DEFAULT_RULES``)."""
+    from plateau_tracker.server.policy.presets import DEFAULT_RULES  # presets build on this module
 
     return [_RULE_ADAPTER.validate_python(rule) for rule in DEFAULT_RULES]
 
@@ -59,9 +59,10 @@ class PolicySpec(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _mode_from_the_name(cls, data: Any) -> Any:
-        """``mode`` left out or ``"auto"``: the direction the monitor's name says (``sdk._mode.infer_mode``:
-        ``val/acc`` is maximised, ``val_loss`` minimised), else ``min``. A client that leaves it out for an
-        accuracy would otherwise have it judged as a loss: its first value the best, every rise a fall."""
+        """``mode`` left out or ``"auto"``: the direction the monitor's name says
+        (``plateau_tracker._mode.infer_mode``: ``val/acc`` is maximised, ``val_loss`` minimised), else
+        ``min``. A client that leaves it out for an accuracy would otherwise have it judged as a loss: its
+        first value the best, every rise a fall."""
         if isinstance(data, dict) and data.get("mode", "auto") == "auto":
             monitor = data.get("monitor")
             return {**data, "mode": (infer_mode(monitor) if isinstance(monitor, str) else None) or "min"}

@@ -6,24 +6,29 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams
-from tracker.policy._types import Mode
-from tracker.policy.rules._budget import Budget, BudgetParams
-from tracker.policy.rules._checkpoint import Checkpoint, CheckpointParams
-from tracker.policy.rules._degenerate import Degenerate, DegenerateParams
-from tracker.policy.rules._distributed import Staleness, StalenessParams, Straggler, StragglerParams
-from tracker.policy.rules._divergence import Divergence, DivergenceParams
-from tracker.policy.rules._forecast import Forecast, ForecastParams
-from tracker.policy.rules._no_progress import NoProgress, NoProgressParams
-from tracker.policy.rules._non_finite import NonFinite, NonFiniteParams
-from tracker.policy.rules._outlook import Outlook, OutlookParams
-from tracker.policy.rules._overfitting import Overfitting, OverfittingParams
-from tracker.policy.rules._patience import Patience, PatienceParams
-from tracker.policy.rules._perfect import Perfect, PerfectParams
-from tracker.policy.rules._plateau import Plateau, PlateauParams
-from tracker.policy.rules._prechelt import Prechelt, PrecheltParams
-from tracker.policy.rules._pruning import Asha, AshaParams, Percentile, PercentileParams
-from tracker.policy.rules._threshold import Threshold, ThresholdParams
+from plateau_tracker.server.policy._base import Rule, RuleParams
+from plateau_tracker.server.policy._types import Mode
+from plateau_tracker.server.policy.rules._budget import Budget, BudgetParams
+from plateau_tracker.server.policy.rules._checkpoint import Checkpoint, CheckpointParams
+from plateau_tracker.server.policy.rules._degenerate import Degenerate, DegenerateParams
+from plateau_tracker.server.policy.rules._distributed import (
+    Staleness,
+    StalenessParams,
+    Straggler,
+    StragglerParams,
+)
+from plateau_tracker.server.policy.rules._divergence import Divergence, DivergenceParams
+from plateau_tracker.server.policy.rules._forecast import Forecast, ForecastParams
+from plateau_tracker.server.policy.rules._no_progress import NoProgress, NoProgressParams
+from plateau_tracker.server.policy.rules._non_finite import NonFinite, NonFiniteParams
+from plateau_tracker.server.policy.rules._outlook import Outlook, OutlookParams
+from plateau_tracker.server.policy.rules._overfitting import Overfitting, OverfittingParams
+from plateau_tracker.server.policy.rules._patience import Patience, PatienceParams
+from plateau_tracker.server.policy.rules._perfect import Perfect, PerfectParams
+from plateau_tracker.server.policy.rules._plateau import Plateau, PlateauParams
+from plateau_tracker.server.policy.rules._prechelt import Prechelt, PrecheltParams
+from plateau_tracker.server.policy.rules._pruning import Asha, AshaParams, Percentile, PercentileParams
+from plateau_tracker.server.policy.rules._threshold import Threshold, ThresholdParams
 
 RULES: dict[str, type[Rule[Any]]] = {
     rule.name: rule

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from sdk._quantile import quantile
+from plateau_tracker._quantile import quantile
 
 Mode = Literal["min", "max"]
 Action = Literal["continue", "checkpoint", "stop", "alert"]
@@ -42,17 +42,17 @@ class Cohort(Protocol):
         ...
 
     def cut_from(self, step: int, q: float) -> tuple[float, int] | None:
-        """The ``q`` quantile (:func:`sdk._quantile.quantile`) of each other run's monitored value at its
-        first step at or after ``step`` (its first checkpoint past a rung; every run counts, running,
+        """The ``q`` quantile (:func:`plateau_tracker._quantile.quantile`) of each other run's monitored value
+        at its first step at or after ``step`` (its first checkpoint past a rung; every run counts, running,
         finished or pruned), and how many values it was taken over; None when there are none. Runs with
         no point that late, or a non-finite one there, are left out. A store may answer without reading
         every value."""
         ...
 
     def cut_at(self, step: int, q: float) -> tuple[float, int] | None:
-        """The ``q`` quantile (:func:`sdk._quantile.quantile`) of ``values_at(step, finished_only=True)``
-        and how many values it was taken over; None when there are none. A store may answer without
-        reading every value."""
+        """The ``q`` quantile (:func:`plateau_tracker._quantile.quantile`) of ``values_at(step,
+        finished_only=True)`` and how many values it was taken over; None when there are none. A store may
+        answer without reading every value."""
         ...
 
     def finished_at_least(self, count: int) -> bool:
@@ -67,8 +67,9 @@ def cut_of(sorted_values: Sequence[float], q: float) -> tuple[float, int] | None
 
 
 class BestSoFar(Protocol):
-    """The best value so far of what a rule sees, kept by the engine (``tracker.policy._improvement.Best``)
-    and moved once per observation before the rules that share it judge that observation.
+    """The best value so far of what a rule sees, kept by the engine
+    (``plateau_tracker.server.policy._improvement.Best``) and moved once per observation before the rules that
+    share it judge that observation.
 
     ``value``/``step``: the best after this observation (None before the first finite value that counts);
     ``previous``/``previous_step``: the best before it; ``improved``: whether this observation is the new

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tracker.policy._policy import PolicySpec
-from tracker.policy._types import Mode
+from plateau_tracker.server.policy._policy import PolicySpec
+from plateau_tracker.server.policy._types import Mode
 
 # Plateau's default single-run policy (see README, "Default policies", for the benchmark behind it, and
 # tests.benchmarks.bench_replay for the leave-one-family-out choice). Every threshold is relative to the

@@ -2,8 +2,8 @@
 
 The SDK imports nothing from the tracker, yet a policy typo made while the tracker is away (``patiance``)
 must be caught before training, not by ``plateau sync`` hours later. So the SDK ships
-``sdk/policy_shape.json``, written by ``python -m tracker.policy.shape`` from the tracker's own pydantic
-models; ``tests/test_policy_shape.py`` fails when the file and the models differ.
+``sdk/policy_shape.json``, written by ``python -m plateau_tracker.server.policy.shape`` from the tracker's own
+pydantic models; ``tests/test_policy_shape.py`` fails when the file and the models differ.
 
 The shape holds what the models' JSON Schema says of each field: allowed types, ``enum``/``const``,
 numeric bounds, string lengths, which fields are required, and the old names a field still accepts
@@ -20,8 +20,8 @@ from typing import Any, get_args
 
 from pydantic import AliasChoices, BaseModel
 
-from tracker.policy._policy import PolicySpec
-from tracker.policy._registry import RuleSpec
+from plateau_tracker.server.policy._policy import PolicySpec
+from plateau_tracker.server.policy._registry import RuleSpec
 
 _KEPT = (
     *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),

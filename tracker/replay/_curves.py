@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
-from sdk._numbers import NON_FINITE, number
-from sdk.client import NotFoundError, TrackerClient, connect
-from tracker.policy import Mode
+from plateau_tracker._numbers import NON_FINITE, number
+from plateau_tracker.client import NotFoundError, TrackerClient, connect
+from plateau_tracker.server.policy import Mode
 
 LR_KEY = "lr"
 TRAIN_KEY = "train/loss"

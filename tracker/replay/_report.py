@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sdk._quantile import quantile
-from tracker.replay._simulate import RunResult
+from plateau_tracker._quantile import quantile
+from plateau_tracker.server.replay._simulate import RunResult
 
 REGRET_TOLERANCE = 0.005
 

@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracker.policy import (
+from plateau_tracker.server.policy import (
     PRUNING_RULES,
     Context,
     Mode,
@@ -19,7 +19,7 @@ from tracker.policy import (
     evaluate,
     initial_states,
 )
-from tracker.replay._curves import Curve
+from plateau_tracker.server.replay._curves import Curve
 
 
 @dataclass(frozen=True)

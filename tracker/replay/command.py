@@ -13,13 +13,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from sdk._mode import infer_mode
-from tracker.policy import PolicySpec
-from tracker.policy._types import Mode
-from tracker.policy.presets import PRESETS, preset
-from tracker.replay._curves import Curve, load_jsonl, load_tracker
-from tracker.replay._report import summarise, table
-from tracker.replay._simulate import replay_curve, replay_sweep
+from plateau_tracker._mode import infer_mode
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.policy._types import Mode
+from plateau_tracker.server.policy.presets import PRESETS, preset
+from plateau_tracker.server.replay._curves import Curve, load_jsonl, load_tracker
+from plateau_tracker.server.replay._report import summarise, table
+from plateau_tracker.server.replay._simulate import replay_curve, replay_sweep
 
 
 def load_policy(spec: str, *, monitor: str, mode: Mode) -> PolicySpec:

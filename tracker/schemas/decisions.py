@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tracker.schemas._common import MetricValue, Schema
+from plateau_tracker.server.schemas._common import MetricValue, Schema
 
 
 class DecisionPublic(Schema):

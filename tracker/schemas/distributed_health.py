@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from tracker.schemas._common import MetricValue, Schema
-from tracker.schemas.decisions import DecisionPublic
+from plateau_tracker.server.schemas._common import MetricValue, Schema
+from plateau_tracker.server.schemas.decisions import DecisionPublic
 
 
 class RankHealth(Schema):

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
-from tracker.schemas._common import MetricValue, Schema, Text, parse_metric_value
-from tracker.schemas.decisions import DecisionPublic
+from plateau_tracker.server.schemas._common import MetricValue, Schema, Text, parse_metric_value
+from plateau_tracker.server.schemas.decisions import DecisionPublic
 
 MAX_POINTS_PER_BATCH = 100_000
 MAX_POINT_OBJECTS = 10_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracker.schemas._common import Schema
+from plateau_tracker.server.schemas._common import Schema
 
 
 class ExperimentPublic(Schema):

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from tracker.policy import PolicySpec
-from tracker.schemas._common import Schema, Text, stored_json
-from tracker.schemas.decisions import DecisionPublic
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.schemas._common import Schema, Text, stored_json
+from plateau_tracker.server.schemas.decisions import DecisionPublic
 
 RunStatus = Literal["running", "finished", "stopped", "failed", "crashed"]
 FinalStatus = Literal["finished", "stopped", "failed", "crashed"]

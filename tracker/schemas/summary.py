@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from tracker.schemas._common import Schema, stored_json
+from plateau_tracker.server.schemas._common import Schema, stored_json
 
 MAX_SUMMARY_BYTES = 64 * 1024
 SummaryKey = Annotated[str, Field(min_length=1, max_length=200)]

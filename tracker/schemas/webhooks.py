@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AnyHttpUrl, Field
 
-from tracker.schemas._common import Schema, Text
+from plateau_tracker.server.schemas._common import Schema, Text
 
 WebhookEvent = Literal[
     "stop", "checkpoint", "diverged", "straggler", "staleness", "missing_monitor", "run_finished"

@@ -18,9 +18,9 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.models import BLOCK_STEPS
-from tracker.services.block_format import (
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.models import BLOCK_STEPS
+from plateau_tracker.server.services.block_format import (
     FLOAT_DTYPE,
     STEP_DTYPE,
     SUMMARY_COLUMNS,

@@ -19,10 +19,10 @@ from typing import Literal
 
 from sqlalchemy import exists, select
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.errors import NotFoundError, PlateauError
-from tracker.services.runs import ensure_project
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.errors import NotFoundError, PlateauError
+from plateau_tracker.server.services.runs import ensure_project
 
 Scope = Literal["read", "write"]
 CACHE_S = 5.0

@@ -1,7 +1,7 @@
 """The packed block format of ``metric_block``: how a block's steps, values and wall times are laid out
 as bytes (little-endian int64 steps, float64 values and wall times, in step order), how they are decoded
 into numpy arrays, and the summary each block row carries (what downsampling reads without the data).
-Pure: no database. ``tracker.services._point_store`` stores and reads blocks in this format.
+Pure: no database. ``plateau_tracker.server.services._point_store`` stores and reads blocks in this format.
 """
 
 from __future__ import annotations

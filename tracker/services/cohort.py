@@ -19,22 +19,22 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from sdk._quantile import interpolate, quantile_ranks
-from tracker.db import models
-from tracker.db.models import BLOCK_STEPS
-from tracker.policy import cut_of
-from tracker.services import cohort_view, rung_view
-from tracker.services.block_format import decode_floats, decode_steps
+from plateau_tracker._quantile import interpolate, quantile_ranks
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.models import BLOCK_STEPS
+from plateau_tracker.server.policy import cut_of
+from plateau_tracker.server.services import cohort_view, rung_view
+from plateau_tracker.server.services.block_format import decode_floats, decode_steps
 
 
 class ExperimentCohort:
-    """Implements :class:`tracker.policy.Cohort` over the database for one run being judged.
+    """Implements :class:`plateau_tracker.server.policy.Cohort` over the database for one run being judged.
 
     Semantics match the replay's: a finished run is one that is no longer running and was not pruned;
     a finished run that the policy stopped early counts at later steps with its last value. The finished
-    runs' values are read from the experiment's cohort view (:mod:`tracker.services.cohort_view`), whose
-    index holds them sorted by step and value: the cut at a step costs two index reads, not a decoded
-    block per run.
+    runs' values are read from the experiment's cohort view
+    (:mod:`plateau_tracker.server.services.cohort_view`), whose index holds them sorted by step and value: the
+    cut at a step costs two index reads, not a decoded block per run.
     """
 
     def __init__(self, session: Session, run: models.Run, monitor_id: int) -> None:
@@ -44,7 +44,8 @@ class ExperimentCohort:
         self._cache: dict[tuple[int, bool], list[float]] = {}
         self._rungs: dict[int, bool] = {}
         self.missing_rungs: set[int] = set()
-        """Rung steps judged without a view: :func:`tracker.services.rung_view.build` them after commit."""
+        """Rung steps judged without a view: :func:`plateau_tracker.server.services.rung_view.build` them
+        after commit."""
         self._finished: int | None = None
         self._viewed = False
 

@@ -1,5 +1,6 @@
-"""The upkeep of cohort views (:class:`tracker.db.models.CohortView`): per experiment and monitored key,
-the finished unpruned runs' values a ``percentile`` judgement compares with, kept as index rows.
+"""The upkeep of cohort views (:class:`plateau_tracker.server.db.models.CohortView`): per experiment and
+monitored key, the finished unpruned runs' values a ``percentile`` judgement compares with, kept as index
+rows.
 
 A view is built by one scan the first time a judgement needs it; from then on it changes only when a run
 of its experiment joins or leaves the finished cohort or gets points while finished (:func:`refresh`), so
@@ -18,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import ColumnElement, and_, bindparam, delete, insert, or_, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.policy import PRUNING_RULES
-from tracker.services._upsert import insert_ignore
-from tracker.services.block_format import unpack
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import PRUNING_RULES
+from plateau_tracker.server.services._upsert import insert_ignore
+from plateau_tracker.server.services.block_format import unpack
 
 _block, _run = models.MetricBlock, models.Run
 

@@ -1,6 +1,6 @@
 """Finding the companion keys a batch brings too late or in another step unit (the alerts themselves are
-pure: see :mod:`tracker.policy._companions`); inside the ingest transaction, at a dict look-up a key of the
-policy's in the common case, a query only when one is found."""
+pure: see :mod:`plateau_tracker.server.policy._companions`); inside the ingest transaction, at a dict look-up
+a key of the policy's in the common case, a query only when one is found."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.policy import PolicySpec, Verdict
-from tracker.policy._companions import (
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import PolicySpec, Verdict
+from plateau_tracker.server.policy._companions import (
     COMPANION_LATE,
     COMPANION_STEPS,
     companion_late_alert,
@@ -20,11 +20,11 @@ from tracker.policy._companions import (
     in_other_steps,
     late_value_matters,
 )
-from tracker.services import _point_store
-from tracker.services.decisions import has_alert
+from plateau_tracker.server.services import _point_store
+from plateau_tracker.server.services.decisions import has_alert
 
 if TYPE_CHECKING:  # judging calls this module: its alias for annotations only
-    from tracker.services.judging import NewPoints
+    from plateau_tracker.server.services.judging import NewPoints
 
 
 def check(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracker.db import models
-from tracker.policy import PolicySpec
-from tracker.schemas._common import MAX_JSON_DEPTH, as_utc, json_safe
-from tracker.schemas.decisions import DecisionPublic
-from tracker.schemas.runs import RunPublic
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.schemas._common import MAX_JSON_DEPTH, as_utc, json_safe
+from plateau_tracker.server.schemas.decisions import DecisionPublic
+from plateau_tracker.server.schemas.runs import RunPublic
 
 
 def decision_public(row: models.Decision) -> DecisionPublic:

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.schemas.decisions import DecisionPublic, DecisionsPublic
-from tracker.services.convert import decision_public, no_decision
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.decisions import DecisionPublic, DecisionsPublic
+from plateau_tracker.server.services.convert import decision_public, no_decision
+from plateau_tracker.server.services.run_rows import get_run_row
 
 
 def latest(session: Session, run: models.Run) -> DecisionPublic:

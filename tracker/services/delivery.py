@@ -24,9 +24,9 @@ import httpx
 from anyio import to_thread
 from sqlalchemy import select
 
-from sdk._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
-from tracker.db import models
-from tracker.db.engine import Database
+from plateau_tracker._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
 
 logger = logging.getLogger("plateau.webhooks")
 

@@ -7,12 +7,16 @@ import statistics
 
 from sqlalchemy import select
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.schemas.distributed_health import DistributedHealthPublic, RankHealth, StragglerVerdict
-from tracker.services import _point_store
-from tracker.services.convert import decision_public
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.distributed_health import (
+    DistributedHealthPublic,
+    RankHealth,
+    StragglerVerdict,
+)
+from plateau_tracker.server.services import _point_store
+from plateau_tracker.server.services.convert import decision_public
+from plateau_tracker.server.services.run_rows import get_run_row
 
 HIST_PREFIX = "dist/staleness_hist/"
 STRAGGLER_BOUND = 0.75

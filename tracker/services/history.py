@@ -8,13 +8,13 @@ from typing import Any
 from pydantic_core import to_json
 from sqlalchemy import select
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.db.models import BLOCK_STEPS
-from tracker.errors import NotFoundError
-from tracker.schemas.metrics import KeysPublic
-from tracker.services import _point_store, block_format
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.db.models import BLOCK_STEPS
+from plateau_tracker.server.errors import NotFoundError
+from plateau_tracker.server.schemas.metrics import KeysPublic
+from plateau_tracker.server.services import _point_store, block_format
+from plateau_tracker.server.services.run_rows import get_run_row
 
 
 def keys(db: Database, run_id: int) -> KeysPublic:

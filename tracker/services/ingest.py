@@ -12,18 +12,18 @@ from sqlalchemy import bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.policy import PolicySpec
-from tracker.schemas.decisions import DecisionPublic
-from tracker.schemas.metrics import IngestResult, MetricBatch
-from tracker.services import _point_store, cohort_view, decisions, rung_view, wakeups
-from tracker.services.convert import decision_public, judged_step, no_decision
-from tracker.services.judging import NewPoints, judge
-from tracker.services.keys import KeyCache
-from tracker.services.latest_decisions import LatestDecisions
-from tracker.services.policies import PolicyCache
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.schemas.decisions import DecisionPublic
+from plateau_tracker.server.schemas.metrics import IngestResult, MetricBatch
+from plateau_tracker.server.services import _point_store, cohort_view, decisions, rung_view, wakeups
+from plateau_tracker.server.services.convert import decision_public, judged_step, no_decision
+from plateau_tracker.server.services.judging import NewPoints, judge
+from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.latest_decisions import LatestDecisions
+from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.run_rows import get_run_row
 
 _log = logging.getLogger("plateau.tracker")
 
@@ -54,8 +54,8 @@ def ingest(
 
     Everything happens in one transaction under the run's row lock, so a crash stores all of it or none,
     and two replicas never judge the same step twice. On SQLite, batches that arrive together share that
-    transaction, each in a savepoint of its own (:mod:`tracker.db.group_commit`): the same outcome for each,
-    one commit for all.
+    transaction, each in a savepoint of its own (:mod:`plateau_tracker.server.db.group_commit`): the same
+    outcome for each, one commit for all.
     """
     now = time.time()
 
@@ -188,8 +188,9 @@ def _note_batch(
     The run's row is written in Core, in the statement that writes the heartbeat: through the ORM it was a
     unit of work and a second UPDATE on every judged batch. The attributes are then marked as stored, so
     the session's flush does not write them again (and a savepoint rolled back under them expires the
-    session: :mod:`tracker.db.group_commit`). On PostgreSQL, where every statement is a round trip to the
-    server, the record and the notification ride in the same statement as common table expressions."""
+    session: :mod:`plateau_tracker.server.db.group_commit`). On PostgreSQL, where every statement is a round
+    trip to the server, the record and the notification ride in the same statement as common table
+    expressions."""
     moment = datetime.fromtimestamp(now, timezone.utc)
     progress = {name: getattr(run, name) for name in _PROGRESS_COLUMNS}
     accepted, duplicates = counts

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.policy import (
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import (
     Context,
     Observation,
     PolicySpec,
@@ -23,11 +23,11 @@ from tracker.policy import (
     evaluate_per_rank,
     initial_states,
 )
-from tracker.policy._plan import plan_passed_alert
-from tracker.schemas._common import json_safe
-from tracker.services import _point_store, companions, missing_monitor, webhooks
-from tracker.services.cohort import ExperimentCohort
-from tracker.services.decisions import has_alert
+from plateau_tracker.server.policy._plan import plan_passed_alert
+from plateau_tracker.server.schemas._common import json_safe
+from plateau_tracker.server.services import _point_store, companions, missing_monitor, webhooks
+from plateau_tracker.server.services.cohort import ExperimentCohort
+from plateau_tracker.server.services.decisions import has_alert
 
 NewPoints = dict[tuple[int, int], dict[int, tuple[float, float]]]
 """A batch's points not stored before: (key id, rank) -> step -> (value, wall time)."""

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from tracker.db.models import MetricKey
-from tracker.services._upsert import insert_ignore
+from plateau_tracker.server.db.models import MetricKey
+from plateau_tracker.server.services._upsert import insert_ignore
 
 _NAMES_PER_LOOKUP = 1_000
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from tracker.db import models
-from tracker.schemas.decisions import DecisionPublic
-from tracker.services.convert import no_decision
+from plateau_tracker.server.db import models
+from plateau_tracker.server.schemas.decisions import DecisionPublic
+from plateau_tracker.server.services.convert import no_decision
 
 DEFAULT_CAPACITY = 10_000
 

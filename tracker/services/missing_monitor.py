@@ -1,15 +1,20 @@
 """Telling a run that its monitored metric never arrives (the rule itself is pure: see
-:mod:`tracker.policy._missing_monitor`); read inside the ingest transaction, only while nothing has been
-judged and the batch carries keys like the monitor."""
+:mod:`plateau_tracker.server.policy._missing_monitor`); read inside the ingest transaction, only while nothing
+has been judged and the batch carries keys like the monitor."""
 
 from __future__ import annotations
 
 from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.policy import Verdict
-from tracker.policy._missing_monitor import RULE, STEPS_BEFORE_ALERT, is_like_monitor, missing_monitor_alert
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import Verdict
+from plateau_tracker.server.policy._missing_monitor import (
+    RULE,
+    STEPS_BEFORE_ALERT,
+    is_like_monitor,
+    missing_monitor_alert,
+)
 
 _block = models.MetricBlock
 

@@ -1,5 +1,5 @@
 """Wakes this process's long-polls when a run changes. Other replicas' writes arrive through PostgreSQL's
-notifications (``tracker.services.wakeups``), or are found by polling where none can come."""
+notifications (``plateau_tracker.server.services.wakeups``), or are found by polling where none can come."""
 
 from __future__ import annotations
 

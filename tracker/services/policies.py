@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from tracker.db import models
-from tracker.policy import PolicySpec
+from plateau_tracker.server.db import models
+from plateau_tracker.server.policy import PolicySpec
 
 DEFAULT_CAPACITY = 10_000
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.schemas.projects import ExperimentPublic, ProjectPublic, ProjectsPublic
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas.projects import ExperimentPublic, ProjectPublic, ProjectsPublic
 
 
 def list_projects(db: Database, *, project: str | None = None) -> ProjectsPublic:

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session, defer
 
-from tracker.db import models
-from tracker.errors import NotFoundError
+from plateau_tracker.server.db import models
+from plateau_tracker.server.errors import NotFoundError
 
 
 def get_run_row(

@@ -1,5 +1,6 @@
-"""The upkeep of rung views (:class:`tracker.db.models.RungView`): per experiment, monitored key and rung
-step, every run's value at its first point at or after the rung, which an ``asha`` judgement compares with.
+"""The upkeep of rung views (:class:`plateau_tracker.server.db.models.RungView`): per experiment, monitored
+key and rung step, every run's value at its first point at or after the rung, which an ``asha`` judgement
+compares with.
 
 A rung's view is built by one scan in its own transaction, after the judgement that first needed it (that
 judgement scans, exactly as without a view). From then on each batch of points keeps its run's rows
@@ -20,10 +21,10 @@ import numpy as np
 from sqlalchemy import Select, and_, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.services._upsert import insert_ignore
-from tracker.services.block_format import decode_floats, decode_steps
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.services._upsert import insert_ignore
+from plateau_tracker.server.services.block_format import decode_floats, decode_steps
 
 # The advisory lock's first key, naming what the second (an experiment id) is locked for.
 _LOCK_SPACE = 0x706C7276

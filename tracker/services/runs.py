@@ -9,15 +9,15 @@ from datetime import datetime, timezone
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.errors import ConflictError
-from tracker.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
-from tracker.services import cohort_view, decisions, webhooks
-from tracker.services._upsert import insert_ignore
-from tracker.services.convert import run_public
-from tracker.services.run_rows import get_run_row
-from tracker.services.wakeups import announce
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.errors import ConflictError
+from plateau_tracker.server.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic
+from plateau_tracker.server.services import cohort_view, decisions, webhooks
+from plateau_tracker.server.services._upsert import insert_ignore
+from plateau_tracker.server.services.convert import run_public
+from plateau_tracker.server.services.run_rows import get_run_row
+from plateau_tracker.server.services.wakeups import announce
 
 
 def _aware(moment: datetime) -> datetime:

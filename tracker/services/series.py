@@ -18,11 +18,11 @@ from pydantic_core import to_json
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.errors import NotFoundError
-from tracker.services import _point_store, block_format
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.errors import NotFoundError
+from plateau_tracker.server.services import _point_store, block_format
+from plateau_tracker.server.services.run_rows import get_run_row
 
 
 def select_indexes(values: np.ndarray, limit: int) -> np.ndarray:

@@ -8,13 +8,18 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.schemas._common import as_utc, json_safe
-from tracker.schemas.summary import Convergence, RunSummaryPublic, SummaryUpdate, finite_or_none
-from tracker.services import _point_store
-from tracker.services.convert import readable
-from tracker.services.run_rows import get_run_row
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.schemas._common import as_utc, json_safe
+from plateau_tracker.server.schemas.summary import (
+    Convergence,
+    RunSummaryPublic,
+    SummaryUpdate,
+    finite_or_none,
+)
+from plateau_tracker.server.services import _point_store
+from plateau_tracker.server.services.convert import readable
+from plateau_tracker.server.services.run_rows import get_run_row
 
 # Timestamps of the newest points inferred time per step is taken from: enough for a stable median,
 # bounded so a million-point run costs the same as a small one.

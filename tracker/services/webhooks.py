@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from tracker.db import models
-from tracker.db.engine import Database
-from tracker.errors import NotFoundError
-from tracker.schemas._common import as_utc, json_safe
-from tracker.schemas.webhooks import (
+from plateau_tracker.server.db import models
+from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.errors import NotFoundError
+from plateau_tracker.server.schemas._common import as_utc, json_safe
+from plateau_tracker.server.schemas.webhooks import (
     DeliveriesPublic,
     DeliveryPublic,
     WebhookCreate,

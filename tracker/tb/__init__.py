@@ -4,7 +4,7 @@ Both talk to the tracker over its HTTP API (so they work against any tracker the
 the ``tensorboard`` package's own writer, loader and protos; the record format is never written by hand.
 """
 
-from tracker.tb.export import ExportReport, export_runs
-from tracker.tb.importer import ImportReport, import_logdir
+from plateau_tracker.server.tb.export import ExportReport, export_runs
+from plateau_tracker.server.tb.importer import ImportReport, import_logdir
 
 __all__ = ["ExportReport", "ImportReport", "export_runs", "import_logdir"]

@@ -32,8 +32,8 @@ from tensorboard.plugins.text import metadata as text_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from sdk.client import TrackerClient, connect
-from tracker.tb import _tags
+from plateau_tracker.client import TrackerClient, connect
+from plateau_tracker.server.tb import _tags
 
 # Suffix of the event files export writes: a re-export removes the previous ones it finds, and only those.
 FILE_SUFFIX = ".plateau"

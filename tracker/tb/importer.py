@@ -23,9 +23,9 @@ from tensorboard.backend.event_processing.event_file_loader import LegacyEventFi
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
-from sdk.client import connect
-from tracker.schemas.metrics import MAX_POINT_OBJECTS
-from tracker.tb import _tags
+from plateau_tracker.client import connect
+from plateau_tracker.server.schemas.metrics import MAX_POINT_OBJECTS
+from plateau_tracker.server.tb import _tags
 
 BATCH_POINTS = MAX_POINT_OBJECTS  # the tracker's bound on one batch in the points form
 

@@ -1,1 +1,1 @@
-"""One module per rule; each registers itself by name in :mod:`tracker.policy._registry`."""
+"""One module per rule; each registers itself by name in :mod:`plateau_tracker.server.policy._registry`."""

@@ -7,11 +7,11 @@ import re
 from dataclasses import replace
 from typing import Literal
 
-from tracker.policy._base import ImprovementParams, Rule, State
-from tracker.policy._improvement import ImprovementTest
-from tracker.policy._keys import MetricNames
-from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
-from tracker.policy.rules._loss_watch import loss_names
+from plateau_tracker.server.policy._base import ImprovementParams, Rule, State
+from plateau_tracker.server.policy._improvement import ImprovementTest
+from plateau_tracker.server.policy._keys import MetricNames
+from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._loss_watch import loss_names
 
 
 class CheckpointParams(ImprovementParams):

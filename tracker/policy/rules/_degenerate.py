@@ -7,18 +7,23 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._keys import MetricNames, Names
-from tracker.policy._percent import names_a_share, share_resolution
-from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
-from tracker.policy.rules._loss_watch import (
+from plateau_tracker.server.policy._base import MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._keys import MetricNames, Names
+from plateau_tracker.server.policy._percent import names_a_share, share_resolution
+from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._loss_watch import (
     loss_names,
     loss_outlook,
     loss_said,
     loss_still_falls,
     observe_loss,
 )
-from tracker.policy.rules._window import lr_held_at_peak, lr_seen, past_step_floors, warm_up_over
+from plateau_tracker.server.policy.rules._window import (
+    lr_held_at_peak,
+    lr_seen,
+    past_step_floors,
+    warm_up_over,
+)
 
 
 class _SoFar(NamedTuple):

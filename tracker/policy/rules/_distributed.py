@@ -7,8 +7,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._types import Context, Observation, Verdict
 
 
 class PerRankParams(RuleParams):

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
 
 
 class DivergenceParams(RuleParams):

@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._keys import MetricNames, Names
-from tracker.policy._stats import trend
-from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import lr_warmup_over, push
+from plateau_tracker.server.policy._base import MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._keys import MetricNames, Names
+from plateau_tracker.server.policy._stats import trend
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._window import lr_warmup_over, push
 
 
 class ForecastParams(RuleParams):

@@ -7,11 +7,11 @@ import math
 from operator import itemgetter
 from typing import Any
 
-from sdk._mode import names_a_loss
-from tracker.policy._base import State
-from tracker.policy._keys import MetricNames, Names, in_training_namespace
-from tracker.policy._stats import step_noise
-from tracker.policy._types import Mode
+from plateau_tracker._mode import names_a_loss
+from plateau_tracker.server.policy._base import State
+from plateau_tracker.server.policy._keys import MetricNames, Names, in_training_namespace
+from plateau_tracker.server.policy._stats import step_noise
+from plateau_tracker.server.policy._types import Mode
 
 # A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
 # older (so the measured pace larger, the outlook more hopeful), never the reverse.
@@ -27,7 +27,7 @@ UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
 # The last words of a loss logged beside a metric of the same set (added 2026-11-26): the cross-entropies as
 # PyTorch loops, Keras, LightGBM (binary_logloss, multi_logloss) and XGBoost (logloss, mlogloss) name them,
-# perplexity, and the regression losses. Each names a loss (sdk._mode.names_a_loss).
+# perplexity, and the regression losses. Each names a loss (plateau_tracker._mode.names_a_loss).
 SET_LOSS_LEAVES = (
     *("loss", "nll", "ce", "bce", "xent", "cross_entropy", "crossentropy"),
     *("logloss", "log_loss", "binary_logloss", "multi_logloss", "mlogloss"),

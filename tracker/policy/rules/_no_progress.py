@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._keys import MetricNames, Names
-from tracker.policy._stats import noise_sigma
-from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import push, warm_up_over
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._keys import MetricNames, Names
+from plateau_tracker.server.policy._stats import noise_sigma
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._window import push, warm_up_over
 
 
 class NoProgressParams(RuleParams):

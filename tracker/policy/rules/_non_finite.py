@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy._base import Rule, RuleParams, State
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
 
 
 class NonFiniteParams(RuleParams):

@@ -7,13 +7,13 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
-from tracker.policy._base import MAX_STEP, Rule, RuleParams, State
-from tracker.policy._keys import MetricNames, Names
-from tracker.policy._percent import in_percent, names_a_share, share_resolution
-from tracker.policy._resolution import step_between
-from tracker.policy._stats import noise_sigma, ols, step_noise
-from tracker.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
-from tracker.policy.rules._loss_watch import (
+from plateau_tracker.server.policy._base import MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._keys import MetricNames, Names
+from plateau_tracker.server.policy._percent import in_percent, names_a_share, share_resolution
+from plateau_tracker.server.policy._resolution import step_between
+from plateau_tracker.server.policy._stats import noise_sigma, ols, step_noise
+from plateau_tracker.server.policy._types import BestSoFar, Context, Mode, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._loss_watch import (
     TURNED_UP,
     best_at_half_after,
     keep_best,
@@ -25,8 +25,8 @@ from tracker.policy.rules._loss_watch import (
     observe_loss,
     train_loss_names,
 )
-from tracker.policy.rules._perfect import perfect_score
-from tracker.policy.rules._window import lr_seen
+from plateau_tracker.server.policy.rules._perfect import perfect_score
+from plateau_tracker.server.policy.rules._window import lr_seen
 
 _NOISE_WINDOW = 8
 # A retreat overrides a validation loss that still falls only when it spans at least this many of the

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_STEP, ImprovementParams, Rule, State
-from tracker.policy._improvement import ImprovementTest, needed
-from tracker.policy._types import BestSoFar, Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy._base import MAX_STEP, ImprovementParams, Rule, State
+from plateau_tracker.server.policy._improvement import ImprovementTest, needed
+from plateau_tracker.server.policy._types import BestSoFar, Context, Observation, Verdict, fmt
 
 
 class PatienceParams(ImprovementParams):

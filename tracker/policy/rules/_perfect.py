@@ -7,9 +7,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import Rule, RuleParams, State
-from tracker.policy._percent import CLIMB_TO_ONE, could_be_percent_at_one, in_percent, names_a_share
-from tracker.policy._types import Context, Mode, Observation, Verdict, fmt
+from plateau_tracker.server.policy._base import Rule, RuleParams, State
+from plateau_tracker.server.policy._percent import (
+    CLIMB_TO_ONE,
+    could_be_percent_at_one,
+    in_percent,
+    names_a_share,
+)
+from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
 
 
 class PerfectParams(RuleParams):

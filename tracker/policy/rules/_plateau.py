@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import ImprovementTest
-from tracker.policy._stats import mann_kendall, noise_sigma, tost_p, trend
-from tracker.policy._types import Context, Observation, Verdict, fmt
-from tracker.policy.rules._window import push
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._improvement import ImprovementTest
+from plateau_tracker.server.policy._stats import mann_kendall, noise_sigma, tost_p, trend
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy.rules._window import push
 
 MANN_KENDALL_MAX_WINDOW = 200
 

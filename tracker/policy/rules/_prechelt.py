@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._improvement import ImprovementTest
-from tracker.policy._keys import MetricNames, Names
-from tracker.policy._types import Context, Observation, Verdict, fmt
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._improvement import ImprovementTest
+from plateau_tracker.server.policy._keys import MetricNames, Names
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, fmt
 
 
 class PrecheltParams(RuleParams):

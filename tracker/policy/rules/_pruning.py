@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import AliasChoices, Field
 
-from tracker.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
-from tracker.policy._types import Context, Observation, Verdict, better, fmt
+from plateau_tracker.server.policy._base import MAX_RATIO, MAX_STEP, Rule, RuleParams, State
+from plateau_tracker.server.policy._types import Context, Observation, Verdict, better, fmt
 
 PRUNING_RULES = frozenset({"percentile", "asha"})
 """Rules whose stop prunes a run: such runs do not count as finished for cross-run comparisons."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from tracker.policy._base import State
-from tracker.policy._types import Context, Observation
+from plateau_tracker.server.policy._base import State
+from plateau_tracker.server.policy._types import Context, Observation
 
 
 def push(state: State, obs: Observation, window: int) -> State:
