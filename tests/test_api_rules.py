@@ -8,6 +8,7 @@ import uuid
 import httpx
 import pytest
 
+from tests._reasons import detail
 from tests.conftest import create_run
 
 # No server process needed: the `client` fixture is the tracker's app in this process.
@@ -102,7 +103,7 @@ def test_the_default_policy_stops_a_saturated_run_through_the_tracker(client: ht
     assert stop["rule"] == "outlook"
     assert 30 <= stop["step"] < 60
     assert stop["evidence"]["planned_steps"] == 100
-    assert "last doubling of the run" in stop["reason"]
+    assert "last doubling of the run" in detail(stop)
     assert stop["best_step"] == stop["step"]  # the loss still falls, by less than 1.5% of its progress
 
 
@@ -138,7 +139,7 @@ def test_the_default_policy_reads_a_validation_loss_logged_as_eval_loss_in_its_o
     assert stop is not None
     assert (stop["step"], stop["rule"]) == (stop_step, "outlook")
     assert stop["evidence"]["loss_key"] == "eval_loss"
-    assert "eval_loss fell 0 over the same doubling" in stop["reason"]
+    assert "eval_loss fell 0 over the same doubling" in detail(stop)
 
 
 def test_percentile_prunes_against_finished_runs_of_the_experiment(client: httpx.Client) -> None:

@@ -14,6 +14,7 @@ from plateau_tracker.server.policy.presets import preset
 from plateau_tracker.server.replay._curves import Curve
 from plateau_tracker.server.replay._simulate import replay_curve
 from plateau_tracker.server.schemas._common import json_safe
+from tests._reasons import detail
 
 _TIES = {"rule": "checkpoint", "tie_loss_key": "val_loss"}
 
@@ -109,7 +110,7 @@ def test_the_tie_says_which_loss_and_which_checkpoint_it_beat() -> None:
     obs = [Observation(i, 0.9, 0.0, {"val_loss": loss}) for i, loss in enumerate([0.5, 0.25])]
     tie = evaluate(policy, initial_states(policy), obs).verdicts[-1]
     assert (tie.action, tie.step, tie.best_step, tie.best_value) == ("checkpoint", 1, 1, 0.9)
-    assert tie.reason == (
+    assert detail(tie) == (
         "val/acc equals its best 0.9 at step 1, with val_loss 0.25 below 0.5 at the checkpoint saved for it "
         "(step 0): save it, the model to keep at that best"
     )
@@ -137,7 +138,7 @@ def test_a_stop_names_the_tie_saved_last_as_the_model_to_keep() -> None:
     evaluation = evaluate(policy, initial_states(policy), obs)
     stop = evaluation.verdicts[-1]
     assert (stop.rule, stop.step, stop.best_step, stop.best_value) == ("patience", 4, 2, 0.9)
-    assert stop.reason == (
+    assert detail(stop) == (
         "val/acc has not improved on 0.9 (step 1) for 3 evaluations (patience 3); keep step 2: it equals "
         "that best with a lower val_loss (0.3), the checkpoint saved last at that best"
     )
@@ -153,12 +154,12 @@ def test_a_stop_that_said_which_step_to_keep_names_the_tie_instead() -> None:
     evaluation = evaluate(policy, initial_states(policy), obs, Context(planned_steps=60))
     stop = evaluation.verdicts[-1]
     assert (stop.action, stop.best_step) == ("stop", stop.step)
-    assert "keep step 3" not in stop.reason
-    assert stop.reason.endswith(
+    assert "keep step 3" not in detail(stop)
+    assert detail(stop).endswith(
         f"its best first reached at step 3 (0.9); keep step {stop.step}: it equals that best with a lower "
         f"val/loss ({1.0 / (stop.step + 1):.6g}), the checkpoint saved last at that best"
     )
-    assert stop.reason.count("keep step") == 1
+    assert detail(stop).count("keep step") == 1
 
 
 def test_a_stop_after_a_new_best_names_that_best() -> None:

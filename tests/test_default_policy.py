@@ -17,6 +17,7 @@ from plateau_tracker.server.policy._percent import share_resolution
 from plateau_tracker.server.policy._resolution import resolution, step_between
 from plateau_tracker.server.policy._stats import step_noise
 from plateau_tracker.server.policy.presets import DEFAULT_RULES, DEFAULT_SWEEP_RULES
+from tests._reasons import detail
 from tests.benchmarks.bench_replay import with_params
 from tests.test_rule_library import judge, stop_of
 
@@ -68,11 +69,11 @@ DEGENERATE_TABLE = [
 def test_degenerate_table(id_, values, planned, step, kind) -> None:
     stop = stop_of(judge([DEGENERATE], values, ctx=Context(planned_steps=planned)))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
     else:
         assert stop is not None
         assert (stop.step, stop.evidence["kind"]) == (step, kind)
-        assert "distinct value(s)" in stop.reason
+        assert "distinct value(s)" in detail(stop)
         json.dumps(stop.evidence)
 
 
@@ -80,7 +81,7 @@ def test_degenerate_collapse_keeps_the_best_before_it() -> None:
     values = [0.7766, 0.801, 0.3182, 0.3182, 0.3545, 0.3545, 0.3274, 0.3274, 0.3182, 0.3545]
     stop = stop_of(judge([DEGENERATE], values, ctx=Context(planned_steps=64)))
     assert (stop.best_step, stop.best_value) == (1, 0.801)
-    assert "collapsed" in stop.reason
+    assert "collapsed" in detail(stop)
 
 
 def test_degenerate_waits_for_the_learning_rate_warm_up() -> None:
@@ -132,7 +133,7 @@ def test_degenerate_judges_a_stuck_run_later_while_no_rate_is_logged(id_, lr, st
     rules = [{**DEGENERATE, "lr_key": "lr", "stuck_progress": 0.4, "unscheduled_stuck_progress": 0.6}]
     stop = stop_of(judge(rules, stuck, extras={"lr": lr} if lr else None, ctx=Context(planned_steps=50)))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
     assert stop.evidence["stuck_progress"] == (0.6 if lr is None else 0.4)
@@ -165,7 +166,7 @@ def test_degenerate_judges_a_coarse_collapse_later_while_no_rate_is_logged(id_, 
     assert stop_of(judge([{**DEGENERATE, "lr_key": "lr"}], values, ctx=plan)).step == 15
     stop = stop_of(judge(rules, values, extras={"lr": lr} if lr else None, ctx=plan))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert (stop.step, stop.evidence["kind"]) == (step, "collapsed")
 
@@ -228,17 +229,17 @@ def test_degenerate_fine_window_table(id_, rules, values, index, window) -> None
     mode = "min" if id_.startswith("loss") else "max"
     stop = stop_of(judge(rules, values, mode=mode, ctx=Context(planned_steps=64)))
     if index is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop is not None
     assert (stop.step, stop.evidence["kind"], stop.evidence["window"]) == (index, "collapsed", window)
     if window == 4:
-        assert "exact repeats are no chance" in stop.reason
+        assert "exact repeats are no chance" in detail(stop)
         assert stop.evidence["resolution"] is not None
         # MNLI's float32 accuracy over 9,815 samples shows no step: said as such, not as a continuous metric.
-        assert "the metric is continuous" not in stop.reason
+        assert "the metric is continuous" not in detail(stop)
         if stop.evidence["resolution"] == 0:
-            assert "the metric's values show no step" in stop.reason
+            assert "the metric's values show no step" in detail(stop)
     json.dumps(stop.evidence)
 
 
@@ -272,12 +273,12 @@ def test_degenerate_fine_collapse_during_the_rates_warm_up(id_, values, in_warmu
     rules = [{**FINE, "lr_key": "lr", "stuck_progress": 0.9, "fine_in_warmup": in_warmup}]
     stop = stop_of(judge(rules, values, extras={"lr": WARMING}, ctx=Context(planned_steps=16)))
     if index is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop is not None
     assert (stop.step, stop.evidence["kind"]) == (index, kind)
     assert stop.evidence["rate_rising"] is (index < 10)
-    assert ("while the learning rate still rises" in stop.reason) is (index < 10)
+    assert ("while the learning rate still rises" in detail(stop)) is (index < 10)
 
 
 @pytest.mark.parametrize(
@@ -324,8 +325,8 @@ def test_outlook_stops_a_saturated_curve_and_says_why() -> None:
     evidence = stop.evidence
     assert evidence["outlook"] <= evidence["bar"] == pytest.approx(0.01 * evidence["progress"])
     assert evidence["outlook"] == pytest.approx(evidence["pace"] * math.log2(100 / stop.step))
-    assert "last doubling of the run" in stop.reason
-    assert "at most 0.01 of its progress so far" in stop.reason
+    assert "last doubling of the run" in detail(stop)
+    assert "at most 0.01 of its progress so far" in detail(stop)
 
 
 def test_outlook_lets_a_curve_that_still_gains_per_doubling_run() -> None:
@@ -451,7 +452,7 @@ def test_outlook_says_what_a_coarse_metric_could_not_show() -> None:
     stop = stop_of(judge([{**OUTLOOK, "resolution_share": 0.1}], values, ctx=Context(planned_steps=60)))
     assert stop.evidence["resolution"] == pytest.approx(1 / 30)  # read from every value, not 2/3 and 1/3
     said = "m gained 0 (counted as 0.00333 with 0.1 of the metric's step, 0.0333: a gain smaller than a step"
-    assert said in stop.reason
+    assert said in detail(stop)
 
 
 def test_outlook_without_a_plan_assumes_as_long_again() -> None:
@@ -520,7 +521,7 @@ def test_default_stops_a_collapsed_run_and_a_saturated_one() -> None:
     assert stop.evidence["blind_min_progress"] == 0.8
     assert (
         "judged from 0.8 of its plan, as neither a learning rate nor a validation loss is logged"
-        in stop.reason
+        in detail(stop)
     )
     # Either series logged (a constant rate, a flat loss) lifts that: judged from 30% of the plan.
     for extras in ({"lr": [0.1] * 100}, {"val_loss": [1.0] * 100}):
@@ -575,8 +576,8 @@ def test_retreat_stops_a_loss_that_has_left_its_best_and_says_why() -> None:
     assert evidence["shortfall"] == pytest.approx(0.03)
     bars = (0.05 * evidence["progress"], 3.0 * evidence["step_noise"])
     assert evidence["shortfall"] > evidence["bar"] == pytest.approx(max(bars))
-    assert "has stayed worse than its best" in stop.reason
-    assert "for its last 6 evaluations" in stop.reason
+    assert "has stayed worse than its best" in detail(stop)
+    assert "for its last 6 evaluations" in detail(stop)
     json.dumps(evidence)
     # The pace alone waits: a rising loss spreads its last values wider than the run's progress.
     alone = stop_of(judge([OUTLOOK], values, mode="min", ctx=plan))
@@ -620,7 +621,7 @@ RETREAT_TABLE = [
 def test_retreat_table(id_, values, planned, step, kind) -> None:
     stop = stop_of(judge([RETREAT], values, ctx=Context(planned_steps=planned)))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
     else:
         assert stop is not None
         assert stop.step == step
@@ -666,7 +667,7 @@ def test_outlook_unimproved_table(id_, rules, values, mode, val_loss, step) -> N
     extras = {"val_loss": val_loss} if val_loss else None
     stop = stop_of(judge(rules, values, mode=mode, extras=extras, ctx=Context(planned_steps=50)))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop is not None
     assert stop.step == step
@@ -699,11 +700,11 @@ def test_outlook_unimproved_says_what_drove_it() -> None:
     way, with the plan's floor and the rate's guard as for any retreat."""
     stop = stop_of(judge([UNIMPROVED], AT_CHANCE_AFTER_FIRST, mode="min", ctx=Context(planned_steps=50)))
     assert stop is not None
-    assert stop.reason.startswith(
+    assert detail(stop).startswith(
         "m has not improved on its first value 1.818 (step 0) in 15 evaluations, and its last 6 are worse "
         "than it by at least 0.484: more than 0.05 of its size and 3x its step-to-step noise (0.000515)"
     )
-    assert stop.reason.endswith("keep step 0")
+    assert detail(stop).endswith("keep step 0")
     default = stop_of(
         judge(
             DEFAULT_RULES,
@@ -721,7 +722,7 @@ def test_outlook_unimproved_says_what_drove_it() -> None:
         judge([UNIMPROVED], accuracy, extras={"val_loss": loss_up}, ctx=Context(planned_steps=50))
     )
     assert beside is not None
-    assert beside.reason.endswith("; val_loss has not fallen below its first value 1.1; keep step 0")
+    assert detail(beside).endswith("; val_loss has not fallen below its first value 1.1; keep step 0")
     assert beside.evidence["loss_key"] == "val_loss"
     rising = {"lr": [0.01 * (i + 1) for i in range(50)]}  # a rate still warming up holds it
     assert (
@@ -766,7 +767,7 @@ def test_outlook_unlearned_table(id_, rules, values, val_loss, step) -> None:
     extras = {"val_loss": val_loss} if val_loss else None
     stop = stop_of(judge(rules, values, extras=extras, ctx=Context(planned_steps=50)))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop is not None
     assert (stop.step, stop.best_step, stop.best_value) == (step, 1, 111 / 114)
@@ -781,7 +782,7 @@ def test_outlook_unlearned_says_what_drove_it_and_leaves_a_learned_run_alone() -
     whose progress noise cannot make is stopped exactly as without the flag."""
     stop = stop_of(judge([UNLEARNED], NEAR_BEST_FROM_FIRST, ctx=Context(planned_steps=50)))
     assert stop is not None
-    assert stop.reason == (
+    assert detail(stop) == (
         "m has gained 0.00877 on its first value 0.964912, within 3x its step-to-step noise, so it is judged "
         "as a run that never improved: its last 6 are worse than its best 0.973684 (step 1) by at least "
         "0.0526: more than 0.05 of its size and 3x its step-to-step noise (0.0139); keep step 1"
@@ -792,7 +793,7 @@ def test_outlook_unlearned_says_what_drove_it_and_leaves_a_learned_run_alone() -
     plain = stop_of(judge([UNIMPROVED], values, mode="min", ctx=plan))
     assert learned is not None
     assert plain is not None
-    assert (learned.step, learned.reason, learned.evidence) == (plain.step, plain.reason, plain.evidence)
+    assert (learned.step, detail(learned), learned.evidence) == (plain.step, detail(plain), plain.evidence)
 
 
 def test_retreat_waits_for_a_decaying_learning_rate_and_not_for_a_missing_one() -> None:
@@ -830,7 +831,7 @@ def test_a_falling_training_loss_lifts_the_learning_rate_guard(id_, train_loss, 
     assert lifted == (id_ == "train-falls")
     if lifted:
         assert stop.evidence["train_fall_since_best"] >= 0.1 * stop.evidence["train_fall"]
-        assert "train_loss fell 0.12 since that best, at least 0.1 of its whole fall (0.28)" in stop.reason
+        assert "train_loss fell 0.12 since that best, at least 0.1 of its whole fall (0.28)" in detail(stop)
         json.dumps(stop.evidence)
 
 
@@ -944,8 +945,8 @@ def test_a_loss_turning_up_steadily_is_stopped_before_the_plans_floor_and_says_w
     assert (stop.step, stop.best_step) == (14, 8)
     assert stop.evidence["rise_t"] < -5.0
     assert stop.evidence["early_retreat_t"] == 5.0
-    assert "move away from it steadily" in stop.reason
-    assert "standard errors of their slope, at least 5" in stop.reason
+    assert "move away from it steadily" in detail(stop)
+    assert "standard errors of their slope, at least 5" in detail(stop)
     json.dumps(stop.evidence)
 
 
@@ -1017,8 +1018,8 @@ def test_a_steady_retreat_says_that_no_share_of_the_progress_was_asked() -> None
     assert evidence["rise_t"] < -5.0
     # Short of the best by more than 3x the noise, though by less than 5% of the progress.
     assert 3.0 * evidence["step_noise"] < evidence["shortfall"] < 0.05 * evidence["progress"]
-    assert "no share of its progress" in stop.reason
-    assert "move away from it steadily" in stop.reason
+    assert "no share of its progress" in detail(stop)
+    assert "move away from it steadily" in detail(stop)
     json.dumps(evidence)
 
 
@@ -1053,7 +1054,7 @@ def test_a_blind_run_is_judged_from_later_in_its_plan(id_, extras, step) -> None
     assert stop_of(judge([RISING], RECOVERS_LATE, ctx=plan)).step == 18
     stop = stop_of(judge([BLIND], RECOVERS_LATE, ctx=plan, extras=extras))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop.step == step
     assert stop.evidence["blind"] is False
@@ -1089,7 +1090,7 @@ def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, t
     assert (stop.rule, stop.step) == ("outlook", step)
     if tier is None:
         assert stop.evidence["headroom"] is None
-        assert BLIND_SAID in stop.reason
+        assert BLIND_SAID in detail(stop)
         return
     share, floor = tier
     assert stop.evidence["headroom"] == pytest.approx(1.0 - top, abs=1e-3)
@@ -1097,9 +1098,9 @@ def test_a_blind_run_near_its_perfect_score_is_judged_as_the_others(id_, mode, t
     assert stop.evidence["headroom_floor"] == floor
     assert stop.evidence["blind_min_progress"] is None
     room = stop.evidence["headroom"]
-    assert f"but the best is within {room:.3g} of the metric's perfect score" in stop.reason
-    assert f"at most {share:g} of its progress" in stop.reason
-    assert f"so it is judged from {floor:g} of its plan" in stop.reason
+    assert f"but the best is within {room:.3g} of the metric's perfect score" in detail(stop)
+    assert f"at most {share:g} of its progress" in detail(stop)
+    assert f"so it is judged from {floor:g} of its plan" in detail(stop)
     json.dumps(stop.evidence)
 
 
@@ -1136,7 +1137,7 @@ def test_a_blind_run_is_told_once_where_the_later_floor_first_holds_it_back(id_,
         return
     (alert,) = alerts
     assert (alert.rule, alert.step) == ("blind", 18)
-    assert alert.reason.startswith(
+    assert detail(alert).startswith(
         "neither a learning rate (lr, learning_rate) nor a validation loss (val_loss, val/loss) has been "
         "logged with val/acc: outlook judges this run only from 0.8 of its plan (step 48; from 0.65, step "
         "39, once its best is within 0.7 of its progress from the metric's perfect score), not from 0.3 "
@@ -1168,7 +1169,7 @@ def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> Non
     said = (
         "at least 15, with neither a learning rate nor a validation loss logged), so it is stopped before 0.8"
     )
-    assert said in stop.reason
+    assert said in detail(stop)
     jittery = clean[:9] + [v + (0.02 if i % 2 else -0.02) for i, v in enumerate(clean[9:])]
     with_rate = stop_of(judge([BLIND], jittery, mode="min", ctx=plan, extras={"lr": [0.1] * 100}))
     assert (with_rate.step, with_rate.evidence["early_retreat_t"]) == (17, 5.0)
@@ -1177,7 +1178,7 @@ def test_a_blind_run_retreats_before_the_later_floor_only_very_steadily() -> Non
     assert (blind.step, blind.evidence["blind"], blind.evidence["floor"]) == (80, True, 0.8)
     assert (
         "judged from 0.8 of its plan, as neither a learning rate nor a validation loss is logged"
-        in blind.reason
+        in detail(blind)
     )
     json.dumps(blind.evidence)
 
@@ -1203,12 +1204,12 @@ def test_a_falling_validation_loss_holds_a_frozen_coarse_accuracy(id_, val_loss,
     assert stop_of(judge([RETREAT], FROZEN_AT_A_CLASS_SHARE, ctx=plan)).step == 18
     stop = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": val_loss}))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop.step == step
     assert stop.evidence["loss_key"] == "val_loss"
     assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
-    assert "val_loss fell 0 over the same doubling" in stop.reason
+    assert "val_loss fell 0 over the same doubling" in detail(stop)
     json.dumps(stop.evidence)
 
 
@@ -1225,8 +1226,8 @@ def test_a_validation_loss_that_never_fell_is_said_so() -> None:
     assert stop is not None
     assert stop.step == 18
     assert stop.evidence["loss_progress"] == 0.0
-    assert "val_loss has not fallen below its first value 1.1; " in stop.reason
-    assert "of its own fall" not in stop.reason
+    assert "val_loss has not fallen below its first value 1.1; " in detail(stop)
+    assert "of its own fall" not in detail(stop)
 
 
 def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> None:
@@ -1240,7 +1241,7 @@ def test_a_validation_loss_that_turned_back_up_holds_nothing(monkeypatch) -> Non
     assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the descent's pace, a doubling on
     assert stop.evidence["loss_turn"] == pytest.approx(0.08 / 0.5)
     said = "val_loss has turned back up from its lowest by 0.16 of its fall (0.5), more than 0.05 of it"
-    assert said in stop.reason
+    assert said in detail(stop)
     # Without the turn test the same loss held the run until its lowest was a doubling old.
     monkeypatch.setattr("plateau_tracker.server.policy.rules._loss_watch.TURNED_UP", math.inf)
     held = stop_of(judge([LOSS_WATCH], FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras={"val_loss": turned}))
@@ -1290,14 +1291,14 @@ def test_degenerate_holds_a_stuck_run_whose_validation_loss_falls(id_, val_loss,
     assert stop_of(judge([{**DEGENERATE, "stuck_progress": 0.4}], values, ctx=plan)).step == 12
     stop = stop_of(judge(rules, values, ctx=plan, extras={"val_loss": val_loss}))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert (stop.step, stop.evidence["kind"]) == (step, "stuck")
     if id_ == "loss-drifts":
         assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]
         assert stop.evidence["loss_progress"] <= 0.005 * stop.evidence["loss_first"]
-        assert (
-            "val_loss fell 0.0012 since its first value 1.1, at most 0.005 of it: not learning" in stop.reason
+        assert "val_loss fell 0.0012 since its first value 1.1, at most 0.005 of it: not learning" in detail(
+            stop
         )
     else:
         assert stop.evidence["loss_outlook"] <= stop.evidence["loss_bar"]
@@ -1334,7 +1335,7 @@ def test_the_default_reads_a_validation_loss_under_the_names_trainers_log_it(
     stop = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=flat))
     assert stop.step == 22
     assert stop.evidence["loss_key"] == val_name
-    assert f"{val_name} fell 0 over the same doubling" in stop.reason
+    assert f"{val_name} fell 0 over the same doubling" in detail(stop)
 
 
 @pytest.mark.parametrize(("val_name", "train_name", "lr_name"), SPELLINGS)
@@ -1355,7 +1356,7 @@ def test_the_default_reads_a_training_loss_and_a_rate_under_the_names_trainers_l
     lifted = stop_of(judge(DEFAULT_RULES, values, mode="min", ctx=plan, extras=extras))
     assert lifted.step == 14
     assert lifted.evidence["train_key"] == train_name
-    assert f"{train_name} fell 0.12 since that best" in lifted.reason
+    assert f"{train_name} fell 0.12 since that best" in detail(lifted)
 
 
 @pytest.mark.parametrize(
@@ -1387,11 +1388,11 @@ def test_the_default_reads_a_loss_of_the_monitors_own_set_under_its_common_names
     stop = stop_of(judge(DEFAULT_RULES, frozen, ctx=plan, extras={loss_name: flat}, monitor=monitor))
     if not read:
         assert stop.step == 48  # blind: from 80% of the plan
-        assert BLIND_SAID in stop.reason
+        assert BLIND_SAID in detail(stop)
         return
     assert stop.step == 22  # as with val/loss (test_the_default_reads_a_validation_loss_under_the_names...)
     assert stop.evidence["loss_key"] == loss_name
-    assert f"{loss_name} fell 0 over the same doubling" in stop.reason
+    assert f"{loss_name} fell 0 over the same doubling" in detail(stop)
     falling = {loss_name: [1.1 - 0.012 * i for i in range(40)]}
     held = stop_of(judge(DEFAULT_RULES, FROZEN_AT_A_CLASS_SHARE, ctx=plan, extras=falling, monitor=monitor))
     assert held is None, held.reason
@@ -1410,8 +1411,8 @@ def test_a_loss_monitored_as_its_own_validation_loss_is_not_said_twice() -> None
     assert stop is not None
     assert stop.rule == "outlook"
     assert stop.evidence["loss_key"] == "val/loss"
-    assert "val/loss gained" in stop.reason
-    assert "over the same doubling" not in stop.reason
+    assert "val/loss gained" in detail(stop)
+    assert "over the same doubling" not in detail(stop)
 
 
 @pytest.mark.parametrize(
@@ -1448,7 +1449,7 @@ def test_the_default_reads_a_training_loss_spelt_as_the_monitors_set_is(
         return
     assert stop.step == 14
     assert stop.evidence["train_key"] == train_name
-    assert f"{train_name} fell 0.12 since that best" in stop.reason
+    assert f"{train_name} fell 0.12 since that best" in detail(stop)
 
 
 def test_a_key_parameter_reads_the_first_of_its_names_the_run_logged() -> None:
@@ -1492,7 +1493,7 @@ PERFECT_TABLE = [
 def test_perfect_table(id_, hold, mode, values, step) -> None:
     stop = stop_of(judge([{"rule": "perfect", "hold": hold}, {"rule": "checkpoint"}], values, mode=mode))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert stop.step == step
     assert stop.rule == "perfect"
@@ -1529,12 +1530,12 @@ PERCENT_TABLE = [
 def test_perfect_reads_a_share_in_percent_where_the_name_says_share(id_, monitor, values, step) -> None:
     stop = stop_of(judge([{"rule": "perfect"}, {"rule": "checkpoint"}], values, monitor=monitor))
     if step is None:
-        assert stop is None, stop.reason
+        assert stop is None, detail(stop)
         return
     assert (stop.step, stop.rule, stop.best_value) == (step, "perfect", values[step])
     assert stop.evidence["highest"] == values[step]
     if values[step] == 100.0:
-        assert "all lie in [0, 100], a share in percent, can take" in stop.reason
+        assert "all lie in [0, 100], a share in percent, can take" in detail(stop)
 
 
 @pytest.mark.parametrize("top", [0.97, 0.9, 0.6])
@@ -1553,8 +1554,8 @@ def test_the_default_judges_an_accuracy_in_percent_as_the_same_accuracy_as_a_sha
     assert (percent.rule, percent.step, percent.best_step) == (share.rule, share.step, share.best_step)
     if share.evidence["headroom"] is not None:
         assert percent.evidence["headroom"] == pytest.approx(100 * share.evidence["headroom"])
-        assert "of the metric's perfect score (100)" in percent.reason
-        assert "of the metric's perfect score (1)" in share.reason
+        assert "of the metric's perfect score (100)" in detail(percent)
+        assert "of the metric's perfect score (1)" in detail(share)
     # The wine run that all 36 samples get right: perfect at once, as a share and in percent.
     accuracy = [k / 36 for k in [20, 27, 31, 34, 36, 35] + [36] * 74]
     for scale in (1.0, 100.0):
@@ -1625,7 +1626,7 @@ def test_the_default_stops_a_run_at_a_perfect_score_whatever_its_loss_does() -> 
     falling = {"val_loss": [1.05 * 0.5**i for i in range(80)], "lr": [0.01] * 80}
     stop = stop_of(judge(DEFAULT_RULES, accuracy, extras=falling, ctx=Context(planned_steps=80)))
     assert (stop.step, stop.rule, stop.best_step) == (4, "perfect", 4)
-    assert stop.reason.startswith("m has been 1 at its last 1 evaluation(s), the best score")
+    assert detail(stop).startswith("m has been 1 at its last 1 evaluation(s), the best score")
     assert stop.evidence["lowest"] == pytest.approx(20 / 36)
 
 
@@ -1646,9 +1647,9 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
     assert (stop.step, stop.rule, stop.best_step) == (38, "outlook", 22)
     assert stop.evidence["rise_t"] <= -5.0
     assert stop.evidence["loss_outlook"] > stop.evidence["loss_bar"]  # the loss still fell
-    assert "although val_loss still falls" in stop.reason
-    assert (
-        "moves away from its best steadily (by 6.35 standard errors of its slope, at least 5)" in stop.reason
+    assert "although val_loss still falls" in detail(stop)
+    assert "moves away from its best steadily (by 6.35 standard errors of its slope, at least 5)" in detail(
+        stop
     )
     json.dumps(stop.evidence)
     # The loss at its lowest at step 29, then back up 0.0001 an evaluation: under the 5% of its fall read as
@@ -1657,12 +1658,12 @@ def test_a_metric_leaving_its_best_steadily_is_stopped_though_its_loss_still_fal
     stop = stop_of(judge(DEFAULT_RULES, steady, extras=risen, ctx=plan))
     assert (stop.step, stop.best_step) == (38, 22)
     assert 0.0 < stop.evidence["loss_turn"] < 0.05
-    assert "although val_loss's lowest still falls" in stop.reason
-    assert f"its latest is {stop.evidence['loss_turn']:.2g} of that fall above its lowest" in stop.reason
+    assert "although val_loss's lowest still falls" in detail(stop)
+    assert f"its latest is {stop.evidence['loss_turn']:.2g} of that fall above its lowest" in detail(stop)
     noisy = climb + [0.46 - 0.0012 * i + _wiggle(i) for i in range(57)]
     held = stop_of(judge(DEFAULT_RULES, noisy, extras=loss, ctx=plan))
     assert held.step == 79  # the planned end: the loss's outlook spent only there
-    assert "although" not in held.reason
+    assert "although" not in detail(held)
 
 
 def test_a_small_sets_accuracy_stepping_down_steadily_is_held_while_its_loss_falls(monkeypatch) -> None:
@@ -1774,7 +1775,7 @@ def test_a_loss_watched_alone_is_judged_alike_under_any_of_its_names(monitor: st
     (verdict,) = [v for v in evaluation.verdicts if v.action == "stop"]
     best_so_far = min(range(stop + 1), key=LOSS_ALONE.__getitem__)  # the first at the lowest up to the stop
     assert (verdict.rule, verdict.best_step) == ("outlook", best_so_far)
-    assert (BLIND_SAID in verdict.reason) == (stop == 80)
+    assert (BLIND_SAID in detail(verdict)) == (stop == 80)
 
 
 def test_a_retreat_on_exactly_even_steps_is_said_in_words() -> None:
@@ -1786,17 +1787,17 @@ def test_a_retreat_on_exactly_even_steps_is_said_in_words() -> None:
     extras = {"val_loss": loss, "lr": [0.1] * 60}
     stop = stop_of(judge(DEFAULT_RULES, accuracy, extras=extras, ctx=Context(planned_steps=60)))
     assert (stop.rule, stop.step, stop.best_step) == ("outlook", 28, 15)
-    assert "3x its step-to-step noise (0: its values move by exactly even steps)" in stop.reason
-    assert "on an exact line, with no scatter about their slope" in stop.reason
-    assert "inf" not in stop.reason
-    assert "e+" not in stop.reason
+    assert "3x its step-to-step noise (0: its values move by exactly even steps)" in detail(stop)
+    assert "on an exact line, with no scatter about their slope" in detail(stop)
+    assert "inf" not in detail(stop)
+    assert "e+" not in detail(stop)
     json.dumps(stop.evidence)
     # Jitter of a thousandth on the same fall: numbers, as before.
     jittered = [v + (0.001 if e % 2 else -0.001) * (e > 15) for e, v in enumerate(accuracy)]
     stop = stop_of(judge(DEFAULT_RULES, jittered, extras=extras, ctx=Context(planned_steps=60)))
-    assert "standard errors of its slope, at least 5" in stop.reason
-    assert "exactly even steps" not in stop.reason
-    assert "exact line" not in stop.reason
+    assert "standard errors of its slope, at least 5" in detail(stop)
+    assert "exactly even steps" not in detail(stop)
+    assert "exact line" not in detail(stop)
 
 
 # Collapses on a coarse metric, by how long the run held its best: (id, values, min_held, expected (step,
@@ -1823,12 +1824,12 @@ HELD_TABLE = [
 )
 def test_degenerate_min_held_table(id_, values, min_held, expected) -> None:
     stop = stop_of(judge([{**DEGENERATE, "min_held": min_held}], values, ctx=Context(planned_steps=40)))
-    assert (stop.step, stop.evidence["kind"]) == expected, stop.reason
+    assert (stop.step, stop.evidence["kind"]) == expected, detail(stop)
     assert stop.evidence["min_held"] == min_held
     if expected[1] == "stuck":
         assert stop.evidence["held"] == 1
-        assert "for only 1 evaluation(s)" in stop.reason
-        assert "no level to collapse from" in stop.reason
+        assert "for only 1 evaluation(s)" in detail(stop)
+        assert "no level to collapse from" in detail(stop)
     json.dumps(stop.evidence)
 
 
@@ -1874,11 +1875,11 @@ BACK_TO_START_TABLE = [
 def test_degenerate_collapse_to_start_table(id_, values, mode, share, expected) -> None:
     rule = {**DEGENERATE, "min_held": 2, **({} if share is None else {"collapse_to_start": share})}
     stop = stop_of(judge([rule], values, mode=mode, ctx=Context(planned_steps=40)))
-    assert (stop and (stop.step, stop.evidence["kind"])) == expected, stop and stop.reason
+    assert (stop and (stop.step, stop.evidence["kind"])) == expected, stop and detail(stop)
     if stop is not None:
         assert stop.evidence["collapse_to_start"] == share
         assert stop.evidence["first"] == values[0]
-        assert ("of its range from its first value" in stop.reason) == (share is not None), stop.reason
+        assert ("of its range from its first value" in detail(stop)) == (share is not None), detail(stop)
         json.dumps(stop.evidence)
 
 
@@ -1895,7 +1896,7 @@ def test_the_default_asks_a_coarse_collapse_to_fall_back_towards_its_start() -> 
     for share, stopped_early in ((None, True), (0.25, False)):
         rules = with_params(DEFAULT_RULES, "degenerate", collapse_to_start=share)
         stop = stop_of(judge(rules, values, ctx=Context(planned_steps=80), monitor="val"))
-        assert (stop is not None and stop.step < 30) == stopped_early, stop and stop.reason
+        assert (stop is not None and stop.step < 30) == stopped_early, stop and detail(stop)
 
 
 def test_a_degenerate_state_stored_before_min_held_reads_as_held() -> None:
@@ -1930,7 +1931,7 @@ def test_the_default_asks_a_coarse_collapse_to_fall_from_a_best_held_twice(min_h
     extras = {"lr": [0.0591] * 80, "val_loss": IRIS_LOSS}
     stop = stop_of(judge(rules, IRIS_BLIP, extras=extras, ctx=Context(planned_steps=80), monitor="val"))
     if stop_step is None:  # it climbs from its 27th evaluation: any stop comes after the climb
-        assert stop is None or stop.step > 35, stop.reason
+        assert stop is None or stop.step > 35, detail(stop)
     else:
         assert (stop.step, stop.rule, stop.evidence["kind"]) == (stop_step, "degenerate", "collapsed")
 
@@ -1962,9 +1963,9 @@ def test_a_retreat_within_the_runs_jitter_is_held_while_its_loss_falls(id_, extr
     rules = with_params(DEFAULT_RULES, "outlook", loss_holds_jitter=hold)
     stop = stop_of(judge(rules, NEAR_CHANCE, extras=extras, ctx=Context(planned_steps=80)))
     if step is None:  # held through the dip: any stop keeps the top of its climb (0.9, from step 59)
-        assert stop is None or stop.best_value == 0.9, stop.reason
+        assert stop is None or stop.best_value == 0.9, detail(stop)
         return
-    assert stop.step == step, stop.reason
+    assert stop.step == step, detail(stop)
     assert stop.evidence["progress"] == pytest.approx(0.0444, abs=1e-4)
 
 
@@ -1976,7 +1977,7 @@ def test_the_default_holds_a_retreat_within_the_runs_jitter_while_its_loss_falls
         judge(DEFAULT_RULES, NEAR_CHANCE, extras={"val_loss": FALLING_LOSS}, ctx=Context(planned_steps=80))
     )
     # Not stopped in its dip: the outlook may find it spent a step before its planned end, at its top.
-    assert stop is None or stop.best_value == 0.9, stop.reason
+    assert stop is None or stop.best_value == 0.9, detail(stop)
 
 
 # A loss in mode min: (id, values, confirm, expected stop step).
@@ -2000,11 +2001,11 @@ DIVERGENCE_CONFIRM_TABLE = [
 def test_divergence_confirm_table(id_, values, confirm, step) -> None:
     rule = {"rule": "divergence", "run_factor": 10.0, "confirm": confirm}
     stop = stop_of(judge([rule], values, mode="min"))
-    assert (stop.step if stop else None) == step, stop and stop.reason
+    assert (stop.step if stop else None) == step, stop and detail(stop)
     if stop is not None:
         assert stop.evidence["confirm"] == confirm
         assert stop.best_value in (0.6, 0.5835)
-        assert ("in a row" in stop.reason) == (confirm > 1)
+        assert ("in a row" in detail(stop)) == (confirm > 1)
 
 
 def test_the_default_confirms_a_divergence() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from plateau_tracker.server.policy import Context, Observation, PolicySpec, cut_of, evaluate, initial_states
+from tests._reasons import detail
 
 NAN = math.nan
 
@@ -241,7 +242,7 @@ def test_rule_table(id_, rules, values, mode, kwargs, step, rule, words) -> None
     else:
         assert stop is not None
         assert (stop.step, stop.rule) == (step, rule)
-        assert words in stop.reason
+        assert words in detail(stop)
         json.dumps(stop.evidence)  # machine-readable
 
 
@@ -263,7 +264,7 @@ def test_overfitting_needs_both_trends() -> None:
     train_flat = [0.5, 0.51, 0.5, 0.51, 0.5, 0.51, 0.5, 0.51, 0.5, 0.51]
     stop = stop_of(judge(rules, val, mode="min", extras={"train/loss": train_better}))
     assert stop is not None
-    assert "overfitting" in stop.reason
+    assert "overfitting" in detail(stop)
     assert stop.best_step == 2
     assert stop_of(judge(rules, val, mode="min", extras={"train/loss": train_flat})) is None
 
@@ -301,7 +302,7 @@ def test_percentile_prunes_against_finished_runs_at_the_same_step() -> None:
     stop = stop_of(judge(rules, [0.1, 0.2, 0.3, 0.9], ctx=Context(cohort=cohort)))
     assert stop is not None
     assert stop.step == 2  # not before warmup
-    assert "50th-percentile cut 0.8 of 3 finished runs" in stop.reason
+    assert "50th-percentile cut 0.8 of 3 finished runs" in detail(stop)
     good = stop_of(judge(rules, [0.9, 1.0, 1.1, 1.2], ctx=Context(cohort=cohort)))
     assert good is None
     too_few = ListCohort(cohort.finished, count=2)
@@ -394,8 +395,8 @@ def test_combine_all_waits_for_every_convergence_rule_but_not_guards() -> None:
     assert any_stop.step == 3
     assert all_stop.rule == "all"
     assert all_stop.step == 5
-    assert "patience:" in all_stop.reason
-    assert "plateau:" in all_stop.reason
+    assert "patience:" in detail(all_stop)
+    assert "plateau:" in detail(all_stop)
     guard = stop_of(judge([*rules, {"rule": "non_finite"}], [0.5, 0.6, NAN], combine="all"))
     assert guard.rule == "non_finite"
 

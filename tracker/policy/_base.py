@@ -19,6 +19,15 @@ MAX_RATIO = 1e9
 two ends, so every rule's work per point is bounded."""
 
 
+DETAIL = "detail"
+"""The evidence key of a stop's full sentence, where its reason is a headline (:meth:`Rule.stop`)."""
+
+
+def keeping(step: int) -> str:
+    """The headline's last clause: the step whose model to keep."""
+    return f"keeping step {step}"
+
+
 class RuleParams(BaseModel):
     """Parameters of one rule in a policy. Subclasses add ``rule: Literal[name]`` and their fields.
 
@@ -132,8 +141,17 @@ class Rule(ABC, Generic[P]):
         evidence: dict[str, Any],
         best_step: int | None,
         best_value: float | None,
+        headline: str | None = None,
     ) -> Verdict:
-        """This rule's stop at ``obs``, naming the step whose model to keep."""
+        """This rule's stop at ``obs``, naming the step whose model to keep.
+
+        ``headline``: what happened, in plain words, for a rule whose full ``reason`` is a sentence of
+        figures. The decision's reason is then the headline and the step to keep ("val/acc is still
+        improving, but too slowly to matter before step 59; keeping step 14"), and the full sentence goes to
+        the evidence as ``detail``, beside the figures it is written from."""
+        if headline is not None:
+            evidence = {**evidence, DETAIL: reason}
+            reason = headline if best_step is None else f"{headline}; {keeping(best_step)}"
         return Verdict(
             action="stop",
             rule=self.name,

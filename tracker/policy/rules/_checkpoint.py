@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 from typing import Literal
 
-from plateau_tracker.server.policy._base import ImprovementParams, Rule, State
+from plateau_tracker.server.policy._base import DETAIL, ImprovementParams, Rule, State, keeping
 from plateau_tracker.server.policy._improvement import ImprovementTest
 from plateau_tracker.server.policy._keys import MetricNames
 from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
@@ -157,19 +157,22 @@ class Checkpoint(Rule[CheckpointParams]):
         ):
             return stop
         loss, name = state["kept_loss"], state["kept_key"]
-        # The rule said which step to keep before the tie moved it: that step is now where the best was
-        # first reached, and the sentence names the one to keep once.
-        said = re.sub(
-            rf"\bkeep step {stop.best_step}\b",
-            f"its best first reached at step {stop.best_step}",
-            stop.reason,
-        )
-        return replace(
-            stop,
-            reason=(
-                f"{said}; keep step {kept}: it equals that best with a lower {name} ({loss:.6g}), the "
-                "checkpoint saved last at that best"
-            ),
-            evidence={**stop.evidence, "kept_step": kept, "kept_loss": loss, "kept_loss_key": name},
-            best_step=kept,
-        )
+        evidence = {**stop.evidence, "kept_step": kept, "kept_loss": loss, "kept_loss_key": name}
+        if DETAIL in stop.evidence:  # a headline: it names the step to keep last
+            evidence[DETAIL] = _moved_to(stop.evidence[DETAIL], stop.best_step, kept, name, loss)
+            headline = stop.reason.removesuffix(f"; {keeping(stop.best_step)}")
+            reason = f"{headline}; {keeping(kept)}, which ties the best with a lower {name}"
+        else:
+            reason = _moved_to(stop.reason, stop.best_step, kept, name, loss)
+        return replace(stop, reason=reason, evidence=evidence, best_step=kept)
+
+
+def _moved_to(said: str, best_step: int, kept: int, name: str, loss: float) -> str:
+    """A stop's sentence once a tie broken by ``name`` moved the step to keep from ``best_step`` to
+    ``kept``: the step it named is now where the best was first reached, and it names the one to keep
+    once."""
+    said = re.sub(rf"\bkeep step {best_step}\b", f"its best first reached at step {best_step}", said)
+    return (
+        f"{said}; keep step {kept}: it equals that best with a lower {name} ({loss:.6g}), the "
+        "checkpoint saved last at that best"
+    )

@@ -344,6 +344,11 @@ class Degenerate(Rule[DegenerateParams]):
             },
             best_step=best_step,
             best_value=best,
+            headline=(
+                f"{self.monitor} has collapsed from its best to a few repeated values"
+                if kind == "collapsed"
+                else f"{self.monitor} is stuck on a few values: the model is not learning"
+            ),
         )
         return state, verdict
 

@@ -110,5 +110,6 @@ class Forecast(Rule[ForecastParams]):
             },
             best_step=best_step,
             best_value=best,
+            headline=f"{self.monitor} is not expected to improve enough to matter by step {planned}",
         )
         return state, verdict

@@ -85,5 +85,6 @@ class NoProgress(Rule[NoProgressParams]):
             },
             best_step=best_step,
             best_value=best,
+            headline=f"{self.monitor} has not moved from its first value: the model is not learning",
         )
         return state, verdict

@@ -518,6 +518,7 @@ class Outlook(Rule[OutlookParams]):
             },
             best_step=seen.step,
             best_value=seen.value,
+            headline=f"{self.monitor} has never improved on its first value",
         )
 
     def _loss_outlook(self, state: State, obs: Observation, planned: int) -> dict[str, Any] | None:
@@ -642,7 +643,19 @@ class Outlook(Rule[OutlookParams]):
         if "train_key" in e:
             reason += _overfit_said(e)
         reason += f"keep step {seen.step} ({fmt(seen.value)})"
-        return self.stop(obs, reason=reason, evidence=evidence, best_step=seen.step, best_value=seen.value)
+        headline = (
+            f"{self.monitor} is still improving, but too slowly to matter before step {e['planned_steps']}"
+            if e["raw_pace"] > 0
+            else f"{self.monitor} has stopped improving"
+        )
+        return self.stop(
+            obs,
+            reason=reason,
+            evidence=evidence,
+            best_step=seen.step,
+            best_value=seen.value,
+            headline=headline,
+        )
 
     def _schedule_pending(self, state: State, lr: float) -> bool:
         """Whether the logged learning rate says the schedule has gains to come: it is still warming up
@@ -980,6 +993,7 @@ class Outlook(Rule[OutlookParams]):
             },
             best_step=best_step,
             best_value=best,
+            headline=f"{self.monitor} has stayed worse than its best for {p.retreat_window} evaluations",
         )
 
 

@@ -104,6 +104,7 @@ class Perfect(Rule[PerfectParams]):
             },
             best_step=ctx.best.step,
             best_value=ctx.best.value,
+            headline=f"{self.monitor} has reached its perfect score",
         )
         return state, verdict
 

@@ -107,5 +107,6 @@ class Plateau(Rule[PlateauParams]):
             },
             best_step=best_step,
             best_value=best,
+            headline=f"{self.monitor} has flattened out",
         )
         return state, verdict
