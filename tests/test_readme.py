@@ -45,3 +45,16 @@ def test_the_readme_imports_the_package_by_its_name() -> None:
     code = "\n".join(re.findall(r"```python\n(.*?)```", README, flags=re.S))
     assert "import plateau_tracker" in code
     assert not re.findall(r"^\s*(?:from|import) (?:sdk|tracker|dashboard|migrations)\b", code, flags=re.M)
+
+
+def test_the_code_says_why_in_the_present_tense() -> None:
+    """Dates, corpus seeds and tuning history live in tracker/policy/HISTORY.md, not in the code."""
+    dated = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+    seeded = re.compile(r"\b(?:corpus )?seeds? \d|\bseed \d+'s\b", flags=re.IGNORECASE)
+    found = []
+    for folder in ("tracker", "sdk", "dashboard"):
+        for module in (ROOT / folder).rglob("*.py"):
+            for number, line in enumerate(module.read_text().splitlines(), 1):
+                if dated.search(line) or seeded.search(line):
+                    found.append(f"{module.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -55,9 +55,9 @@ def _fresh_keys(trainer: pl.Trainer) -> set[str] | None:
     ``train_loss_step``, ``train_loss_epoch``); None where this Lightning does not say, and every key then
     counts. ``callback_metrics`` also holds the other loop's last values: at a validation's end the
     previous epoch's training means, at the end of an epoch without a validation the last validation's.
-    Until 2026-11-26 those were logged at the step at hand: a training loss logged ``on_epoch`` was stored
-    one epoch late (epoch 3 held epoch 2's mean), and with ``check_val_every_n_epoch=2`` every epoch
-    without a validation repeated the last validation's values, which the rules then judged again."""
+    Logged at the step at hand, those would be wrong: a training loss logged ``on_epoch`` would be stored
+    one epoch late (epoch 3 holding epoch 2's mean), and with ``check_val_every_n_epoch=2`` every epoch
+    without a validation would repeat the last validation's values, for the rules to judge again."""
     try:
         results = trainer._results
         if results is None:
@@ -78,8 +78,8 @@ _RATE_NAMES = frozenset({"lr", "learning_rate"})
 def _learning_rate(trainer: pl.Trainer) -> float | None:
     """The first optimizer's rate now (its first parameter group's), logged as ``lr`` with the step (as the
     Keras integration logs its optimizer's): Lightning's ``LearningRateMonitor`` writes to loggers, not to
-    ``callback_metrics``, so the default's rate guards had no rate under Lightning unless the module logged
-    one (until 2026-11-26)."""
+    ``callback_metrics``, so without this the default's rate guards would have no rate under Lightning
+    unless the module logged one."""
     try:
         optimizers = trainer.optimizers
         return float(optimizers[0].param_groups[0]["lr"]) if optimizers else None

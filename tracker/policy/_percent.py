@@ -34,16 +34,15 @@ PERCENT_CHANCE_BAND = 0.25
 score, while no value has yet shown it in percent. 1 is also 1.00%: a constant prediction of 100 balanced
 classes (CIFAR-100's test set) scores exactly that, and accuracies at that chance level, in percent, stay
 within a few tenths of a percent of it, where a share that reaches 1 has mostly risen to it from well below
-(wine's three classes from 0.56). Until 2026-11-26 a ``val/acc`` in percent logged as 1.0, 0.99, 1.0 was
-stopped as perfect at its third evaluation, keeping its first."""
+(wine's three classes from 0.56). Without the band, a ``val/acc`` in percent logged as 1.0, 0.99, 1.0
+would be stopped as perfect at its third evaluation, keeping its first."""
 
 CLIMB_TO_ONE = 3
 """New bests below 1 (after the first value) that let ``perfect`` read 1 as a share's perfect score where
 the values, all within :data:`PERCENT_CHANCE_BAND` of 1, could also be a percent at about 1%: a share that
 starts high (digits at 0.85 after one epoch) climbs to 1 through new bests, where a percent at chance hovers
-around 1% and a constant prediction sits on it. Replayed as ``val/acc`` on corpus seeds 0-1, the band alone
-cost the 10 sources' margins 12.0 pp in sum with every series logged and 18.1 with the accuracy alone (6 of
-digits-coarse's 17 perfect stops, 7 of breast cancer's 11); with this climb, 7.6 and 12.2."""
+around 1% and a constant prediction sits on it. The band alone would hold back many true perfect stops on
+small validation sets; the climb gives most of them back (HISTORY.md has the replay)."""
 
 
 def could_be_percent_at_one(low: float, high: float, *, percent: bool) -> bool:

@@ -96,7 +96,7 @@ class DegenerateParams(RuleParams):
     class share for several evaluations and climb again, as its rate warms up or settles (a held-out wine
     run fell from 0.72 to 0.53 for six evaluations at 19% of its plan, then reached 0.97); with a rate
     logged the warm-up guard sees that. The fine window's collapse (a constant prediction on a fine metric)
-    is not held (added 2026-11-26).
+    is not held.
 
     ``min_held`` (1 by default; the ``default`` policy sets 2): on a coarse metric, a collapse must fall
     from a level the run held: at least that many evaluations in the upper part of its range (within
@@ -105,8 +105,7 @@ class DegenerateParams(RuleParams):
     An iris run at 1/3 for 25 of its first 26 evaluations (0.4 at its 6th) was stopped as collapsed at its
     14th and reached 0.93 from its 27th; a wine run at 0.39 for ten evaluations with one 0.5 was stopped at
     its 14th of 30 and reached 0.86. A fine metric keeps the old reading: one evaluation well above chance
-    there is a model that learned (MNLI runs that reach 0.6 once and then predict one class). Added
-    2026-11-28.
+    there is a model that learned (MNLI runs that reach 0.6 once and then predict one class).
 
     ``fine_in_warmup`` (off by default; the ``default`` policy sets it): the fine window's collapse is judged
     while a logged learning rate still rises (``warmup`` and ``min_progress`` still hold it). A run that
@@ -114,7 +113,7 @@ class DegenerateParams(RuleParams):
     (typically under a rate climbing to a peak too high for it), is not lifted back by a rate that still
     rises: of the 261 OPDA MNLI runs that fell from above 0.6 to a class share (below 0.37), one climbed
     back, and that one for a single evaluation. A coarse metric's collapse, and a *stuck* run, still wait
-    for the rate to turn (added 2026-11-27).
+    for the rate to turn.
 
     ``collapse_to_start`` (off by default; the ``default`` policy sets 0.25): a collapse seen over the long
     ``window`` (a coarse metric's) must fall back towards where the run started: the window's best within
@@ -122,9 +121,9 @@ class DegenerateParams(RuleParams):
     prediction, weights blown up by a rate too high) loses what it learned and scores about as it did
     untrained, or worse; one that falls to a level well above its start still predicts, and on a small
     validation set it can stay there for a window and climb again. A digits run on 60 samples went from 0.1
-    to 0.4 and back to 0.2 for ten evaluations, then climbed to 0.87 (corpus seed 17, watched alone: it was
+    to 0.4 and back to 0.2 for ten evaluations, then climbed to 0.87 (watched alone, it would have been
     stopped as collapsed at its 26th of 80 evaluations). The fine window's collapse, a fall to a level the
-    run never visited repeating exactly there, is judged as before (added 2026-11-28)."""
+    run never visited repeating exactly there, is judged as before."""
 
     rule: Literal["degenerate"] = "degenerate"
     window: int = Field(default=6, ge=3, le=100)

@@ -23,7 +23,7 @@ class DivergenceParams(RuleParams):
     are past the bound, each no better than the one before. A loss that spikes at a high learning rate and
     falls back at the next evaluation is recovering (a digits MLP under SGD at 0.31: 0.58, then 47.6, 14.9,
     4.7, and 0.34 ten evaluations later, stopped at the spike with a regret of 0.075); a run that diverges
-    stays out or climbs further, and is stopped one evaluation later (added 2026-11-28)."""
+    stays out or climbs further, and is stopped one evaluation later."""
 
     rule: Literal["divergence"] = "divergence"
     bound: float | None = Field(default=None, allow_inf_nan=False)

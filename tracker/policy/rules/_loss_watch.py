@@ -22,10 +22,10 @@ MAX_PATH = 64
 TURNED_UP = 0.05
 TURN_NOISE = 3.0
 # A loss that has fallen by at most this share of its first value has not started to learn, and holds
-# nothing (added 2026-11-25).
+# nothing.
 UNLEARNED = 0.005
 _LOSS_WINDOW = 8  # the latest values the loss's noise is read from
-# The last words of a loss logged beside a metric of the same set (added 2026-11-26): the cross-entropies as
+# The last words of a loss logged beside a metric of the same set: the cross-entropies as
 # PyTorch loops, Keras, LightGBM (binary_logloss, multi_logloss) and XGBoost (logloss, mlogloss) name them,
 # perplexity, and the regression losses. Each names a loss (plateau_tracker._mode.names_a_loss).
 SET_LOSS_LEAVES = (
@@ -46,8 +46,8 @@ def loss_names(loss_key: MetricNames | None, monitor: str, mode: Mode) -> Names:
     """The spellings a rule reads a validation loss under: ``loss_key``'s; then the monitor itself when it
     is a loss, minimised (``val/nll``, ``valid_0/binary_logloss``), as a monitor spelt as one of them
     (``val_loss``) always was; then the losses of the monitor's own set (:func:`set_losses`: ``val/nll``
-    beside ``val/acc``). Until 2026-11-26 a validation loss under any other name was judged as no
-    validation loss at all (the default: a run that logs none is judged from 80% of its plan, not 30%)."""
+    beside ``val/acc``). A validation loss the rules cannot find counts as none at all (under the default,
+    a run that logs none is judged from 80% of its plan, not 30%), so every common spelling is read."""
     names = Names.of(loss_key)
     if loss_key is None:
         return names
@@ -88,9 +88,9 @@ def training_losses(monitor: str) -> tuple[str, ...]:
 
 def train_loss_names(train_key: MetricNames | None, monitor: str) -> Names:
     """The spellings a rule reads a training loss under: ``train_key``'s, then :func:`training_losses` of the
-    monitor. Until 2026-11-26 only the fixed spellings were read (``train_loss``, ``train/loss``, ``loss``,
-    ...): a loop logging ``train/nll`` beside ``val/acc`` was judged as logging no training loss, so a
-    run overfitting under a learning rate still to decay was held until the rate had decayed."""
+    monitor. Fixed spellings alone (``train_loss``, ``train/loss``, ``loss``, ...) would judge a loop logging
+    ``train/nll`` beside ``val/acc`` as logging no training loss, and hold a run overfitting under a learning
+    rate still to decay until the rate had decayed."""
     names = Names.of(train_key)
     if train_key is None:
         return names
@@ -173,7 +173,7 @@ def loss_outlook(state: State, key: str, t: int, planned: int, delta: float) -> 
     if earlier is None:
         earlier = first
     fall = first - lowest
-    recent = state.get("loss_recent") or [lowest]  # absent from states stored before 2026-11-25
+    recent = state.get("loss_recent") or [lowest]  # absent from states stored by earlier releases
     return {
         "loss_key": key,
         "loss_first": first,

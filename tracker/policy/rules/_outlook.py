@@ -30,11 +30,11 @@ from plateau_tracker.server.policy.rules._window import lr_seen
 
 _NOISE_WINDOW = 8
 # A retreat overrides a validation loss that still falls only when it spans at least this many of the
-# metric's steps (its resolution: 1/n for an accuracy over n samples), besides being steady (added
-# 2026-11-25: corpus seed 3's boosted trees on 120 samples stepped 3 samples down and back up).
+# metric's steps (its resolution: 1/n for an accuracy over n samples), besides being steady: on a small
+# validation set a steady dip of a few samples climbs back.
 STEADY_STEPS = 10
 # The alert a blind run gets once, at its first evaluation past min_progress of its plan that the later floor
-# holds back (added 2026-11-26): on the team's corpus the default saves markedly more on runs that log their
+# holds back: on the team's corpus the default saves markedly more on runs that log their
 # rate and validation loss than on the same runs watched alone, and only the trainer can log them.
 BLIND_ALERT = "blind"
 
@@ -81,7 +81,7 @@ class OutlookParams(RuleParams):
     best that stood still over a doubling on a coarse metric says less than one that stood still on a fine
     one: on 30 samples a run needs about 10 steps of progress before 1% of it can be told from a step it could
     not show. Iris runs sat on 0.667 for 45 evaluations, and breast-cancer runs on their majority share for
-    half their plan, while a held-out split still climbed (added 2026-11-26).
+    half their plan, while a held-out split still climbed.
 
     ``rising_t`` (off by default; the ``default`` policy sets 2): never stop a run whose last 8 values
     rise, by a least-squares slope over their steps at least ``rising_t`` standard errors above zero, at
@@ -127,7 +127,7 @@ class OutlookParams(RuleParams):
     judged before ``blind_min_progress`` of its plan, except by a retreat whose last 8 values move away
     from the best by at least ``blind_early_retreat_t`` standard errors of their slope (a loss that
     overfits turns up more steadily than a run at a rate too high falls). Logging the rate or a validation
-    loss lifts both (added 2026-11-26). ``blind_headroom`` (off by default; the ``default`` policy sets 0.2):
+    loss lifts both. ``blind_headroom`` (off by default; the ``default`` policy sets 0.2):
     nor is a blind run held back whose best is within that share of its progress from the metric's perfect
     score (1 for a share, 0 for a non-negative metric in mode min, read from its values): no schedule can add
     more than what is left, so it is judged from ``min_progress`` as the others. ``blind_mid_headroom`` and
@@ -136,8 +136,7 @@ class OutlookParams(RuleParams):
     covered at least 1/1.7, 59%, of the way from its first value to it) is judged from
     ``blind_mid_progress`` of its plan instead of ``blind_min_progress``: the less of its range a run has
     left, the less a schedule it cannot see can still lift it, and the runs that climb late from a long
-    plateau (ImageNet at a few percent while a one-cycle rate is high) sit far below their perfect score
-    (added 2026-11-28).
+    plateau (ImageNet at a few percent while a one-cycle rate is high) sit far below their perfect score.
 
     ``unplanned_evaluations`` (off by default; the ``default`` policy sets 16, as ``degenerate`` waits
     twice its window of 8 for a stuck run with no plan): with no planned end declared, ``min_progress``
@@ -149,7 +148,7 @@ class OutlookParams(RuleParams):
     left shrink to nothing, so the pace test passes for any run, even one that still gains at every
     evaluation; stopping it there saves at most that share of the run and gives up the gains it is still
     making, where patience-k (which never stops at a new best) lets it finish. The next evaluation that
-    sets no new best is judged as before (added 2026-11-27).
+    sets no new best is judged as before.
 
     ``steady_retreat_t`` (off by default; the ``default`` policy sets 5): a ``retreat`` whose last 8 values
     move away from the best by at least that many standard errors of their slope, the latest of them worse
@@ -158,7 +157,7 @@ class OutlookParams(RuleParams):
     ``retreat_noise`` times the step-to-step noise):
     a steady move away from the best is no lucky dip, whatever its size against the run's progress (a loss
     that climbs slowly from its low while the run's early fall dwarfs it). Before the plan's floor the early
-    retreat asks for it the same way (added 2026-11-27).
+    retreat asks for it the same way.
 
     ``unimproved_share`` (off by default; the ``default`` policy sets 0.05): a run whose best is still its
     first value has made no progress, so neither the pace nor ``retreat`` (both shares of the progress) can
@@ -169,7 +168,7 @@ class OutlookParams(RuleParams):
     not one that overfits) and the holds of a validation loss that still falls and of values that rise
     towards it (``rising_t``). A run that scored best at its first evaluation and then
     sat at chance (a classifier's cross-entropy at ln 10 after a rate too high for it) never improved on
-    it, and patience-k stops it where the default let it run to its end (added 2026-11-27).
+    it, and patience-k stops it where the default let it run to its end.
 
     ``unlearned`` (off by default and in the ``default`` policy; needs ``unimproved_share``): a run whose
     best has moved from its first value by no more than ``learned_noise`` times its step-to-step noise has
@@ -182,7 +181,7 @@ class OutlookParams(RuleParams):
     to 0.005) was let run to its end, where patience-k stops it within ten evaluations of its best. On the
     watched metric such a run looks like one at chance that will learn later (a 10-class CNN at 0.03 to 0.08,
     its best at its 69th of 80 evaluations, was stopped at its 23rd), so the ``default`` leaves it off; it
-    suits runs known to start trained, as fine-tuning does (added 2026-11-28; ``tracker/policy/HISTORY.md``).
+    suits runs known to start trained, as fine-tuning does.
 
     ``loss_holds_jitter`` (off by default; the ``default`` policy sets it): a retreat from a best the run
     has not moved beyond its own jitter (its progress within ``learned_spread`` times the spread of its last
@@ -190,7 +189,7 @@ class OutlookParams(RuleParams):
     (``loss_key``) still falls, before the plan's floor as after it, and neither a steady retreat nor
     ``STEADY_STEPS`` of the metric's own steps lifts that hold. A 10-class CNN near chance (0.108 to a best of
     0.153 on 360 samples) wandered back down 12 samples, as steadily as a fine metric falls, while its loss
-    still fell; it was stopped at its 14th of 80 evaluations and would have reached 0.9 (added 2026-11-28).
+    still fell; it was stopped at its 14th of 80 evaluations and would have reached 0.9.
 
     ``retreat`` (off by default; the ``default`` policy sets 0.05): also stop a run that has moved away
     from its best, as patience-k does and the pace alone cannot (a best that stopped moving takes a whole
@@ -292,7 +291,7 @@ class Outlook(Rule[OutlookParams]):
         recent = state["recent"]
         recent.append(value)
         recent_steps = state.get("recent_steps")
-        if recent_steps is None:  # absent from states stored before 2026-11-25
+        if recent_steps is None:  # absent from states stored by earlier releases
             recent_steps = state["recent_steps"] = []
         recent_steps.append(step)
         if len(recent) > _NOISE_WINDOW:

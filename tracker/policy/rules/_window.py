@@ -24,8 +24,8 @@ def push(state: State, obs: Observation, window: int) -> State:
 def lr_warmup_over(state: State, lr: float | None) -> tuple[State, bool]:
     """Track the largest learning rate seen (in place); the warm-up is over once the rate stops rising: it
     falls below its peak, or repeats the rate of the last evaluation (a constant schedule, or a warm-up
-    that has reached its peak and holds it, as a step schedule does until its first drop). Until
-    2026-11-25 only a fall ended it, so a run on a constant rate was never judged."""
+    that has reached its peak and holds it, as a step schedule does until its first drop). A repeat ends it
+    too, or a run on a constant rate would never be judged."""
     if lr is None or not math.isfinite(lr):
         return state, True
     if state.get("lr") == lr:  # flat, so not warming up (a constant schedule, or its peak held)
