@@ -200,6 +200,7 @@ def test_the_view_agrees_with_the_stored_runs_on_postgresql(tmp_path: Path, post
     _agrees(Settings(home=tmp_path, database_url=postgres_url), seed=11)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_the_view_stays_exact_while_runs_finish_during_its_build(tmp_path: Path, postgres_url: str) -> None:
     """4 workers on PostgreSQL: runs finish while judged runs build the view and read it, concurrently

@@ -12,6 +12,9 @@ import pytest
 
 from tests._server import TrackerProcess, free_port
 
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 

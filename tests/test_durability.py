@@ -19,6 +19,9 @@ import plateau_tracker as plateau
 from plateau_tracker import _spool
 from tests._server import TrackerProcess, free_port
 
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
+
 
 def steps_of(url: str, run_id: int, key: str) -> list[int]:
     steps: list[int] = []

@@ -52,6 +52,7 @@ def post_raw(client: httpx.Client, path: str, body: object) -> httpx.Response:
     return response
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=batch)
 def test_fuzzed_ingest_bodies_get_4xx_or_200_never_5xx(client: httpx.Client, body: object) -> None:

@@ -29,6 +29,9 @@ from plateau_tracker.server.services.auth import create_token
 from tests._server import TrackerProcess
 from tests.conftest import DEFAULT_POSTGRES_URL, scratch_postgres
 
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
+
 FUZZ_EXAMPLES = int(os.environ.get("PLATEAU_FUZZ_EXAMPLES", "40"))
 # Long-polls are capped at the server's max_wait_seconds: keep it short, or a generated wait=1e300 costs
 # a minute a case.

@@ -24,6 +24,9 @@ torch = pytest.importorskip("torch")
 from plateau_tracker.integrations.transformers import RUN_FILE, PlateauCallback  # noqa: E402
 from tests._server import TrackerProcess  # noqa: E402
 
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 EVAL_STEPS = 4
 RULES = [{"rule": "patience", "patience": 2, "min_delta": 1e6}, {"rule": "checkpoint", "min_delta": 1e6}]

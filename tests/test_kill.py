@@ -24,6 +24,9 @@ import pytest
 
 from tests._server import TrackerProcess, free_port
 
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
+
 SAFE_S = 0.5  # the SDK's flush interval: what was logged longer ago than this must survive a kill
 
 

@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 RULES = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
 
 pytestmark = [
+    pytest.mark.slow,
     # Lightning's advice about dataloader workers and CPU-only machines is not this test's business.
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

@@ -23,6 +23,7 @@ from plateau_tracker.server.policy import Observation, PolicySpec, evaluate, ini
 from tests._lightning_module import loaders
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),

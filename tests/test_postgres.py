@@ -13,7 +13,7 @@ import pytest
 from plateau_tracker.server.db.migrate import upgrade
 from tests._server import TrackerProcess
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 def test_four_workers_eight_clients_exact_counts_and_single_decisions(

@@ -109,6 +109,7 @@ def quickstart_env(monkeypatch: pytest.MonkeyPatch, tracker: TrackerProcess) -> 
     return tracker
 
 
+@pytest.mark.slow
 def test_the_quickstart_loop_saves_the_best_epoch_and_leaves_at_the_stop(
     quickstart_env: TrackerProcess, tmp_path: Path
 ) -> None:
@@ -146,6 +147,7 @@ def test_the_quickstart_loop_goes_on_unblocked_without_a_tracker(
     assert outcome["run"].spooled_points == 100
 
 
+@pytest.mark.slow
 def test_a_hung_tracker_costs_the_loop_one_bound_at_most(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -142,6 +142,7 @@ def test_rung_views_agree_with_the_stored_runs_on_postgresql(tmp_path: Path, pos
     _agrees(Settings(home=tmp_path, database_url=postgres_url), seed=5)
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_rung_views_stay_exact_while_runs_log_during_their_build(tmp_path: Path, postgres_url: str) -> None:
     """4 workers on PostgreSQL: runs reach rungs while asha judgements build those rungs' views (a build

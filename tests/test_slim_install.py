@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
@@ -20,6 +21,9 @@ import httpx
 import pytest
 
 from tests._server import TrackerProcess, free_port, wait_until_healthy
+
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 # What a wheel is never built from: environments, build outputs, caches, generated data.
@@ -247,7 +251,6 @@ def test_serve_starts_beside_the_users_own_packages(full_venv: Path, shadowing_f
         serve.wait(timeout=60)
 
 
-@pytest.mark.slow
 def test_demo_and_export_start_their_tracker_beside_the_users_own_packages(
     full_venv: Path, shadowing_folder: Path
 ) -> None:
@@ -272,3 +275,34 @@ def test_demo_and_export_start_their_tracker_beside_the_users_own_packages(
     )
     assert export.returncode == 0, export.stdout + export.stderr
     assert len({path.parent for path in logdir.rglob("events.out.tfevents.*")}) == 4
+
+
+def test_the_sdist_carries_its_tests_and_they_collect(tmp_path: Path) -> None:
+    """The source distribution holds the license and the whole test tree (conftest, helpers, benchmarks):
+    unpacked, its suite collects every test the checkout's does."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
+    dist = tmp_path / "dist"
+    build = f"from setuptools import build_meta; print(build_meta.build_sdist({str(dist)!r}))"
+    subprocess.run([sys.executable, "-c", build], cwd=source, check=True, capture_output=True, timeout=300)
+    (sdist,) = dist.glob("plateau_tracker-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+        archive.extractall(tmp_path / "unpacked", filter="data")
+    for needed in ("LICENSE", "tests/conftest.py", "tests/_server.py", "tests/benchmarks/__init__.py"):
+        assert needed in names, needed
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+
+    def collected(folder: Path) -> list[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:cacheprovider"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        return sorted(line for line in result.stdout.splitlines() if "::" in line)
+
+    assert collected(unpacked) == collected(ROOT)

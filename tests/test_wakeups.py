@@ -8,10 +8,14 @@ import statistics
 from pathlib import Path
 
 import httpx
+import pytest
 
 from plateau_tracker.server.db import migrate
 from tests._cross_replica import stop_seen_on_other
 from tests._server import TrackerProcess
+
+# End to end: real processes, real training or real failures; kept out of the quick subset.
+pytestmark = pytest.mark.slow
 
 FALLBACK = {"PLATEAU_LONGPOLL_FALLBACK_S": "30"}
 

@@ -159,6 +159,7 @@ def test_receiver_down_for_a_while_gets_every_event_signed_once(fast_tracker: Tr
         receiver.close()
 
 
+@pytest.mark.slow
 def test_tracker_killed_before_delivering_delivers_after_restart(tmp_path: Path) -> None:
     port, hook_port = free_port(), free_port()
     home = tmp_path / "tracker"
@@ -241,6 +242,7 @@ class Trickler:
         self.server.server_close()
 
 
+@pytest.mark.slow
 def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
     tracker = TrackerProcess(tmp_path / "tracker", env={**FAST_RETRIES, "PLATEAU_WEBHOOK_DEADLINE_S": "3"})
     slow, fast = Trickler(free_port()), Receiver(free_port())
@@ -269,6 +271,7 @@ def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
         tracker.stop()
 
 
+@pytest.mark.slow
 def test_a_huge_answer_is_not_read_into_memory(tmp_path: Path) -> None:
     tracker = TrackerProcess(tmp_path / "tracker", env=FAST_RETRIES)
     huge = Trickler(free_port(), huge=256 * 1024 * 1024)

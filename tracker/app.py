@@ -13,6 +13,7 @@ from plateau_tracker.server import __version__
 from plateau_tracker.server.api.deps import IngestServices
 from plateau_tracker.server.api.errors import BodyLimitMiddleware, install_error_handlers
 from plateau_tracker.server.api.fast_ingest import FastIngest
+from plateau_tracker.server.api.openapi import describe, operation_id
 from plateau_tracker.server.api.routes import router
 from plateau_tracker.server.config import Settings
 from plateau_tracker.server.db.engine import Database
@@ -70,7 +71,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Runs, metric streams and explained early-stopping decisions.",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    describe(app)
     app.state.settings = settings
     app.state.keys = KeyCache()
     app.state.notifier = RunNotifier()

@@ -1,0 +1,82 @@
+"""The OpenAPI document as clients read it: operation ids that are the routes' own names, the bearer scheme
+the tracker checks, and every status code a route answers with its error body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+
+BEARER = "bearer"
+
+_ERROR = {
+    "title": "Error",
+    "type": "object",
+    "properties": {"detail": {"type": "string", "description": "what went wrong, naming the thing"}},
+    "required": ["detail"],
+}
+_ANSWERS: dict[int, str] = {
+    401: "No token, or one the tracker does not know (tokens are configured).",
+    403: "The token belongs to another project, or is read-only and the request writes.",
+    404: "The run, project, webhook or key does not exist (another project's run answers the same).",
+    409: "The run key belongs to a run of another experiment, or a write conflicted.",
+    413: "The body is over the tracker's limit (max_body_bytes), or a batch holds too many points.",
+}
+
+
+def operation_id(route: APIRoute) -> str:
+    """A route's operation id: its function's name (``create_run``), which only a rename changes."""
+    return route.name
+
+
+def _answers(path: str, method: str) -> list[int]:
+    """The error statuses an operation can answer besides validation's 422."""
+    if path.endswith("/health") and "{" not in path:
+        return []
+    codes = [401, 403]
+    if "{" in path:
+        codes.append(404)
+    if method in {"post", "patch"}:
+        codes.append(413)
+    if path.endswith("/runs") and method == "post":
+        codes.append(409)
+    return codes
+
+
+def describe(app: FastAPI) -> None:
+    """Make ``app.openapi()`` the document described above (built once, then cached by FastAPI)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        components = document.setdefault("components", {})
+        components.setdefault("schemas", {})["Error"] = _ERROR
+        components["securitySchemes"] = {
+            BEARER: {
+                "type": "http",
+                "scheme": "bearer",
+                "description": (
+                    "A project's API token (`plateau token create`). With no token configured, the tracker "
+                    "serves loopback clients without one."
+                ),
+            }
+        }
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        for path, operations in document["paths"].items():
+            for method, operation in operations.items():
+                codes = _answers(path, method)
+                # A token is asked for where tokens are configured; none where they are not.
+                operation["security"] = [{BEARER: []}, {}] if codes else []
+                for code in codes:
+                    operation["responses"].setdefault(
+                        str(code), {"description": _ANSWERS[code], "content": error}
+                    )
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
