@@ -23,6 +23,12 @@ MAX_SERIES_PER_BATCH = 10_000
 """The tracker's bound on distinct (key, rank) series in one batch (README, "API"): larger records are
 split."""
 
+MAX_KEY_LENGTH = 250
+MAX_STEP = 2**62
+MAX_RANK = 100_000
+"""The tracker's bounds on a point's key, step and rank: a point past them would have the whole batch
+refused, so it is dropped alone here, counted and named."""
+
 BACKLOG_BATCHES = 20
 """With a backlog, a batch holds this many times ``batch_points``: the round trip, not the points, is what
 one sender thread pays for, and the tracker takes 100,000 points a batch."""
@@ -44,6 +50,7 @@ class Batch:
     points: int
     markers: list[Marker]
     monitor_step: int | None = None  # the newest step of the monitored metric (own rank) it carries
+    salvaged: bool = False  # what is left after the tracker refused some of its points
 
 
 Queue = deque[Record | Marker]
@@ -106,12 +113,12 @@ class Batcher:
         """Add a record's values to their (key, rank) columns; returns how many were added."""
         step, wall_time, keys, values, rank = record
         rank = self._rank if rank is None else rank
-        try:
-            step = operator.index(step)
-            if step < 0:
-                raise ValueError
-        except (TypeError, ValueError):
-            self._warn("step", f"plateau: step must be a whole number >= 0, got {step!r}; dropped")
+        place = _place_problem(step, rank)
+        if place is not None:
+            self.invalid_points += len(keys)
+            self._warn(
+                place[0], f"plateau: {place[1]}; its points are dropped and counted in run.invalid_points"
+            )
             return 0
         added = 0
         for key, value in zip(keys, values, strict=False):  # equal unless the mapping changed meanwhile
@@ -129,8 +136,14 @@ class Batcher:
                 continue
             column = series.get((key, rank))
             if column is None:
-                if not isinstance(key, str) or not key:
-                    self._warn("key", f"plateau: metric keys must be non-empty strings, got {key!r}")
+                problem = key_problem(key)
+                if problem is not None:
+                    self.invalid_points += 1
+                    self._warn(
+                        f"key:{_short(key)}",
+                        f"plateau: metric key {_short(key)} at step {step} {problem}; dropped, and counted "
+                        "in run.invalid_points (this key is warned about once)",
+                    )
                     continue
                 column = series[(key, rank)] = {
                     "key": key,
@@ -145,6 +158,37 @@ class Batcher:
             column["wall_times"].append(wall_time)
             added += 1
         return added
+
+
+def key_problem(key: Any) -> str | None:
+    """Why the tracker would refuse ``key`` as a metric key, or None: it is a non-empty string of at most
+    250 characters that every store can keep (no NUL, no lone surrogate)."""
+    if not isinstance(key, str) or not key:
+        return "is not a non-empty string"
+    if len(key) > MAX_KEY_LENGTH:
+        return f"is {len(key)} characters long, more than the tracker's {MAX_KEY_LENGTH}"
+    if "\x00" in key:
+        return "holds the NUL character"
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds a lone surrogate, which has no UTF-8"
+    return None
+
+
+def _place_problem(step: Any, rank: Any) -> tuple[str, str] | None:
+    """(warning topic, sentence) when a record's step or rank is outside what the tracker stores."""
+    try:
+        if not 0 <= operator.index(step) <= MAX_STEP:
+            raise ValueError
+    except (TypeError, ValueError):
+        return "step", f"step must be a whole number from 0 to 2**62, got {_short(step)}"
+    try:
+        if not 0 <= operator.index(rank) <= MAX_RANK:
+            raise ValueError
+    except (TypeError, ValueError):
+        return "rank", f"rank must be a whole number from 0 to {MAX_RANK:,}, got {_short(rank)}"
+    return None
 
 
 def queued_points(pending: Queue) -> int:

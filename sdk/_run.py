@@ -117,14 +117,16 @@ class Run:
 
     @property
     def invalid_points(self) -> int:
-        """Values that could not become a float64 (``2**1024``, a tensor of several elements): each dropped
-        alone, and warned about once per key with its step."""
+        """Points the tracker cannot store, each dropped alone and warned about once per key with its step:
+        a value that cannot become a float64 (``2**1024``, a tensor of several elements), a key it refuses
+        (empty, over 250 characters, a NUL or a lone surrogate), a step or rank out of its range."""
         return self._sender.batcher.invalid_points
 
     @property
     def lost_points(self) -> int:
-        """Points dropped: the queue and the spool were full, or the spool is disabled."""
-        return self._sender.dropped_points
+        """Points that reached neither the tracker nor the spool: the queue and the spool were full (or the
+        spool is disabled), or the tracker refused their batch as a whole."""
+        return self._sender.lost_points
 
     @property
     def id(self) -> int | None:

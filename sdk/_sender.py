@@ -21,11 +21,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from plateau_tracker._batcher import Batch, Batcher, Marker, Queue, queued_points
 from plateau_tracker._decision import Answer
 from plateau_tracker._link import Link
+from plateau_tracker._refusal import without_refused
 from plateau_tracker._spool import Spool, replay, replay_summary
 from plateau_tracker._summary_sync import SummarySync
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
@@ -210,7 +212,13 @@ class Sender:
             if batch is None:
                 break
             self._stash(batch)
-        return self.unsent_points() + self.dropped_points
+        return self.unsent_points() + self.lost_points
+
+    @property
+    def lost_points(self) -> int:
+        """Points that reached neither the tracker nor the spool: dropped while both were full, or refused
+        by the tracker as a whole batch."""
+        return self.dropped_points + self.rejected_points
 
     def _reach_before(self, deadline: float) -> None:
         """Offline at the end: attempts now rather than after the backoff. A tracker this run has reached
@@ -350,6 +358,8 @@ class Sender:
                         return  # keep it in hand; try again after the backoff
                     self._stash(batch)
                 except RejectedError as exc:
+                    if self._salvage(batch, exc):
+                        continue  # the rest of the batch, sent again
                     self.rejected_points += batch.points
                     self._warn_once(
                         f"rejected:{str(exc)[:12]}", f"plateau: the tracker rejected points: {exc}"
@@ -360,6 +370,24 @@ class Sender:
             self._finish(batch)
             if not self.link.online:
                 return
+
+    def _salvage(self, batch: Batch, exc: RejectedError) -> bool:
+        """A batch refused for some of its points: put the rest in hand to be sent again (the tracker wrote
+        none of it), and count the refused ones as invalid. False when the refusal names no points, or
+        already refused what was left once."""
+        rest = None if batch.salvaged or exc.status != 422 else without_refused(batch.series, exc.detail)
+        if rest is None:
+            return False
+        kept, refused = rest
+        self.batcher.invalid_points += len(refused)
+        key, step = refused[0] if refused else ("?", "?")
+        self._warn_once(
+            f"refused:{key}",
+            f"plateau: the tracker refused {len(refused)} point(s), the first {key!r} at step {step}; the "
+            f"rest of the batch is sent again, and those are counted in run.invalid_points ({exc})",
+        )
+        self._inflight = replace(batch, series=kept, points=batch.points - len(refused), salvaged=True)
+        return True
 
     def _spill(self) -> None:
         """Offline: move everything queued to the spool, so memory stays bounded and nothing is lost."""

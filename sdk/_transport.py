@@ -46,18 +46,31 @@ class RetryableError(TrackerError):
 
 
 class RejectedError(TrackerError):
-    """The tracker refused the request as it is; sending it again will not help."""
+    """The tracker refused the request as it is; sending it again will not help. ``detail``: the
+    answer's ``detail`` as the tracker wrote it (a 422 lists each error with its location), or None."""
+
+    def __init__(self, message: str, status: int | None = None, detail: Any = None) -> None:
+        super().__init__(message, status)
+        self.detail = detail
 
 
 class NotFoundError(RejectedError):
     """404: no such run (or key, or route: the URL may not lead to a tracker)."""
 
 
-def _detail(reply: Reply) -> str:
+def _parsed_detail(reply: Reply) -> Any:
+    """The ``detail`` of an error answer, None when it has none."""
     try:
-        return json.dumps(json.loads(reply.body).get("detail"))[:500]
+        return json.loads(reply.body).get("detail")
     except (ValueError, AttributeError):
+        return None
+
+
+def _detail(reply: Reply) -> str:
+    detail = _parsed_detail(reply)
+    if detail is None:
         return reply.body[:500].decode("utf-8", "replace")
+    return json.dumps(detail)[:500]
 
 
 class Transport:
@@ -126,7 +139,11 @@ class Transport:
             )
         if reply.status >= 400:
             refused = NotFoundError if reply.status == 404 else RejectedError
-            raise refused(f"HTTP {reply.status} from {method} {path}: {_detail(reply)}", reply.status)
+            raise refused(
+                f"HTTP {reply.status} from {method} {path}: {_detail(reply)}",
+                reply.status,
+                detail=_parsed_detail(reply),
+            )
         return reply
 
     def create_run(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -86,10 +86,14 @@ def test_a_record_with_a_bad_step_is_dropped_with_a_warning(step: Any) -> None:
 def test_keys_must_be_non_empty_strings() -> None:
     warnings: list[tuple[str, str]] = []
     pending: Queue = deque([(1, 0.0, ("", 7, "ok"), (1.0, 2.0, 3.0), None)])
-    batch = _batcher(warnings).take(pending)
+    batcher = _batcher(warnings)
+    batch = batcher.take(pending)
     assert batch is not None
     assert [c["key"] for c in batch.series] == ["ok"]
-    assert {topic for topic, _ in warnings} == {"key"}
+    # One warning per bad key, naming it and the step; each bad point counted.
+    assert {topic for topic, _ in warnings} == {"key:''", "key:7"}
+    assert all("at step 1 is not a non-empty string" in said for _, said in warnings)
+    assert batcher.invalid_points == 2
 
 
 def test_a_flush_marker_ends_the_batch_it_completes() -> None:

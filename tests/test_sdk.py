@@ -81,7 +81,7 @@ def test_non_numeric_values_are_dropped_without_raising(tracker: TrackerProcess,
     assert keys == ["good"]
     assert [p["value"] for p in history["points"]] == [1.0, 3.0]
     assert "'bad' = 'abc' at step 0 cannot become a float64" in caplog.text
-    assert "step must be a whole number >= 0" in caplog.text
+    assert "step must be a whole number from 0 to 2**62, got -3" in caplog.text
 
 
 def test_a_value_past_float64_is_dropped_alone_counted_and_warned(tracker: TrackerProcess, caplog) -> None:
