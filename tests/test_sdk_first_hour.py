@@ -224,6 +224,45 @@ def test_sync_says_how_to_correct_or_drop_a_refused_run(tracker: TrackerProcess,
     assert not [r for r in runs["data"] if r["run_key"] == dropped]
 
 
+def test_sync_corrects_a_mode_that_contradicts_the_monitors_name(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """A run spooled watching ``val/loss`` in mode max: re-sent under another policy it would keep its
+    worst value, so ``--policy`` alone is refused, naming ``--mode``; with ``--mode`` it is sent corrected."""
+    spool = tmp_path / "spool"
+    key = f"mode-{uuid.uuid4().hex[:6]}"
+    with pytest.warns(UserWarning, match="whose name says it improves downwards"):
+        run = plateau.init(
+            project="first-hour",
+            monitor="val/loss",
+            mode="max",
+            rules=[{"rule": "prechelt"}],  # needs mode min: the tracker refuses the run
+            url=f"http://127.0.0.1:{free_port()}",
+            spool_dir=spool,
+            run_key=key,
+        )
+    for step, value in enumerate([1.0, 0.5, 0.4, 0.6]):
+        run.log({"val/loss": value}, step=step)
+    run.finish()
+    command = [sys.executable, "-m", "plateau_tracker", "sync", "--spool", str(spool), "--url", tracker.url]
+
+    def sync(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+
+    refused = sync("--policy", f"{key}=default")
+    assert refused.returncode == 1
+    assert f"give --mode {key}=min to correct it" in refused.stderr
+    assert any(spool.iterdir())
+    assert sync("--mode", f"{key}=up").returncode == 1
+    corrected = sync("--policy", f"{key}=patience-3", "--mode", f"{key}=min")
+    assert corrected.returncode == 0, corrected.stderr
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour", "limit": 1000}).json()
+    (stored,) = [r for r in runs["data"] if r["run_key"] == key]
+    assert stored["policy"]["mode"] == "min"
+    checkpoints = httpx.get(f"{tracker.url}/api/v1/runs/{stored['id']}/decisions").json()["data"]
+    assert [d["step"] for d in checkpoints if d["action"] == "checkpoint"] == [0, 1, 2]
+
+
 def test_a_refused_policy_is_said_once(tracker: TrackerProcess, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="plateau")
     with pytest.raises(ValueError, match="prechelt needs") as raised:

@@ -254,7 +254,13 @@ def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="append",
         metavar="RUN_KEY=POLICY",
         help="send this run with another policy: a preset (default, patience-K, ...) or a JSON/YAML file; "
-        "its monitor and mode are kept",
+        "its monitor and mode are kept (refused when the mode contradicts the monitor's name: give --mode)",
+    )
+    sync.add_argument(
+        "--mode",
+        action="append",
+        metavar="RUN_KEY=min|max",
+        help="send this run with its policy's mode set: which way its monitored metric improves",
     )
     sync.add_argument(
         "--experiment", action="append", metavar="RUN_KEY=NAME", help="send this run into another experiment"

@@ -194,12 +194,19 @@ def dashboard_command(args: argparse.Namespace) -> int:
 
 
 def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """``--policy KEY=SPEC`` and ``--experiment KEY=NAME`` as replacements of spooled create-body fields."""
+    """``--policy KEY=SPEC``, ``--mode KEY=MODE`` and ``--experiment KEY=NAME`` as replacements of spooled
+    create-body fields."""
     from plateau_tracker._spool import spooled_runs
 
     spooled = spooled_runs(Path(args.spool) if args.spool else None)
     changes: dict[str, dict[str, Any]] = {}
-    for option, pairs in (("--policy", args.policy or []), ("--experiment", args.experiment or [])):
+    modes: dict[str, str] = {}
+    options = (
+        ("--experiment", args.experiment or []),
+        ("--mode", args.mode or []),
+        ("--policy", args.policy or []),
+    )
+    for option, pairs in options:
         for pair in pairs:
             key, sep, value = pair.partition("=")
             if not sep or not key or not value:
@@ -208,20 +215,46 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 raise ValueError(f"no run {key!r} in the spool (spooled: {', '.join(spooled) or 'none'})")
             if option == "--experiment":
                 changes.setdefault(key, {})["experiment"] = value
-                continue
-            try:
-                from plateau_tracker.server.replay.command import load_policy
-            except ImportError as exc:
-                raise ValueError(
-                    f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
-                    "missing): pip install 'plateau-tracker[server]'"
-                ) from None
-            create = json.loads((spooled[key] / "run.json").read_text())["create"]
-            old = create.get("policy") or {}
-            policy = load_policy(value, monitor=old.get("monitor", "val/loss"), mode=old.get("mode", "min"))
-            kept = {name: old[name] for name in ("combine", "reduce") if name in old}
-            changes.setdefault(key, {})["policy"] = {**policy.model_dump(mode="json"), **kept}
+            elif option == "--mode":
+                if value not in ("min", "max"):
+                    raise ValueError(f"--mode takes RUN_KEY=min or RUN_KEY=max, got {pair!r}")
+                modes[key] = value
+    for key in {*modes, *(pair.partition("=")[0] for pair in args.policy or [])}:
+        create = json.loads((spooled[key] / "run.json").read_text())["create"]
+        specs = [pair.partition("=")[2] for pair in args.policy or [] if pair.partition("=")[0] == key]
+        changes.setdefault(key, {})["policy"] = _corrected_policy(
+            key, create.get("policy") or {}, specs[-1] if specs else None, modes.get(key)
+        )
     return changes
+
+
+def _corrected_policy(key: str, old: dict[str, Any], spec: str | None, mode: str | None) -> dict[str, Any]:
+    """The policy a spooled run is sent again with: ``spec`` (a preset or a file; else its own rules) on its
+    monitor, in ``mode`` or else its own, which must not contradict what the monitor's name says: a
+    ``val/loss`` maximised keeps its worst value, and nothing else would say so."""
+    from plateau_tracker._mode import infer_mode
+
+    monitor = old.get("monitor", "val/loss")
+    said = infer_mode(monitor)
+    own = old.get("mode") if old.get("mode") in ("min", "max") else (said or "min")
+    if mode is None and spec is not None and said is not None and said != own:
+        raise ValueError(
+            f"run {key!r} watches {monitor!r} in mode {own!r}, but its name says {said!r}: give "
+            f"--mode {key}={said} to correct it, or --mode {key}={own} to keep it"
+        )
+    mode = mode or own
+    if spec is None:
+        return {**old, "monitor": monitor, "mode": mode}
+    try:
+        from plateau_tracker.server.replay.command import load_policy
+    except ImportError as exc:
+        raise ValueError(
+            f"--policy reads presets and policy files with the tracker's code ({exc.name} is "
+            "missing): pip install 'plateau-tracker[server]'"
+        ) from None
+    policy = load_policy(spec, monitor=monitor, mode=mode)  # type: ignore[arg-type]
+    kept = {name: old[name] for name in ("combine", "reduce") if name in old}
+    return {**policy.model_dump(mode="json"), **kept}
 
 
 def sync_command(args: argparse.Namespace) -> int:
