@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plateau_tracker._agree import detect_rank_world, shared_run_key
+from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._mode import resolve_mode
 from plateau_tracker._policy_check import check_policy
 from plateau_tracker._run import Run
@@ -142,6 +143,7 @@ def init(
         exit_timeout=exit_timeout,
         decision_timeout=decision_timeout,
         spool=disk,
+        away=AwayVerdicts.for_policy(policy) if rank == 0 else None,
     )
     run._start(wait)
     return run

@@ -28,6 +28,12 @@ def _shape() -> dict[str, Any]:
     return loaded
 
 
+def default_rules() -> list[dict[str, Any]]:
+    """The rules of the tracker's default policy, as it wrote them into ``policy_shape.json``."""
+    rules: list[dict[str, Any]] = _shape()["default_rules"]
+    return rules
+
+
 def check_policy(policy: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` naming every field of ``policy`` the tracker would refuse by its shape."""
     problems = _problems(policy)

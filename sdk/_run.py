@@ -15,6 +15,7 @@ from plateau_tracker import _live_runs
 from plateau_tracker._agree import Agreement, agreement
 from plateau_tracker._decision import Decision
 from plateau_tracker._link import recently_unreachable
+from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._rate import RateWatch
 from plateau_tracker._sender import Sender
 from plateau_tracker._spool import UNDELIVERED, Spool, spooled_points
@@ -48,8 +49,10 @@ class Run:
         exit_timeout: float = 10.0,
         decision_timeout: float = 5.0,
         spool: Spool | None = None,
+        away: AwayVerdicts | None = None,
     ) -> None:
         self._transport = transport
+        self._away = away
         self.monitor = monitor
         self.rank = rank
         self.exit_timeout = exit_timeout
@@ -195,7 +198,9 @@ class Run:
         tracker's verdict on s (one judged round trip, ~2 ms on loopback: the step's batch goes as it asks),
         at most ``decision_timeout`` seconds. Calls with no new monitored value since the last answer read
         memory (well under a microsecond). It never waits while the tracker is away: the loop goes on,
-        and the answer is the latest decision received. A verdict later than the bound is said once; the
+        and where the tracker has not judged the step logged last, the SDK's own judgement of the rules
+        that need only the run's values (``patience``, ``non_finite``, ``threshold``) answers, with the
+        tracker's definitions; a stop reached so stays. A verdict later than the bound is said once; the
         loop then goes unblocked until the tracker has caught up (and for twice as many calls after each
         further timeout). Only rank 0 waits; other ranks read memory (the agreement below makes them exact).
 
@@ -206,11 +211,20 @@ class Run:
         monitored step logged before the previous call, and the loop leaves one step after the stop step
         (on every rank at once).
         """
-        self._verdicts.await_verdict(self._sender)
-        local = self._verdicts.stop is not None
+        target = self._verdicts.await_verdict(self._sender)
+        local = self._verdicts.stop is not None or self._away_stop(target) is not None
         if self._agreement is None:
             return local
         return self._agreement.max("stop", int(local), deferred=deferred) > 0
+
+    def _away_stop(self, target: int | None) -> Decision | None:
+        """The SDK's own stop, where the tracker has not judged the step logged last (``target`` is None):
+        single-process runs judge alone while the tracker is away."""
+        away = self._away
+        if away is None or self._agreement is not None:
+            return None
+        away.catch_up(self._sender.monitored)
+        return away.stop(self._sender.monitor_step) if target is None else away.acted
 
     def should_checkpoint(self, *, deferred: bool = False) -> bool:
         """True when the monitored step logged last is a new best: save the model now, and the saved
@@ -218,10 +232,9 @@ class Run:
         the default policy also at an evaluation that equals the best with a lower validation loss than the
         one saved (``checkpoint``'s ``tie_loss_key``), which the stop then names.
 
-        Waits like :meth:`should_stop` for the verdict on the step logged last. When no verdict for it
-        could be had (tracker away or slower than ``decision_timeout``), it answers as the loop can: True
-        once for each new best received since the last call, which may then be about an earlier step
-        (``run.latest.step`` says which).
+        Waits like :meth:`should_stop` for the verdict on the step logged last, and is only ever about that
+        step: a checkpoint verdict that arrives late, about an earlier step, shows in ``run.latest`` but does
+        not make it True (the model has moved on since; saving it would keep a network that is not the best).
 
         Under torch.distributed it is a collective like :meth:`should_stop`: the ranks agree on the newest
         checkpoint decision any of them has, so all return True together, once; save on rank 0. With
@@ -229,20 +242,30 @@ class Run:
         use the blocking form to save the exact network.
         """
         target = self._verdicts.await_verdict(self._sender)
+        logged = self._sender.monitor_step if target is None else target
         checkpoint = self._verdicts.checkpoint
         seq = 0
-        if checkpoint is not None and (target is None or checkpoint.step == target):
+        if checkpoint is not None and checkpoint.step == logged:
             seq = checkpoint.seq
         if self._agreement is not None:
             seq = self._agreement.max("checkpoint", seq, deferred=deferred)
-        if seq <= self._checkpoint_taken:
-            return False
-        self._checkpoint_taken = seq
-        return True
+        away = self._away if self._agreement is None else None
+        if away is not None:
+            away.catch_up(self._sender.monitored)
+        if seq > self._checkpoint_taken:
+            self._checkpoint_taken = seq
+            if away is not None:
+                away.saved(logged)
+            return True
+        # The tracker has not judged the step logged last: the SDK's own test answers for it.
+        return target is None and away is not None and away.checkpoint(logged)
 
     @property
     def latest(self) -> Decision:
-        """The newest decision received; the stop decision once there is one."""
+        """The newest decision received; the stop decision once there is one (the SDK's own, reached
+        while the tracker was away, when the tracker has made none)."""
+        if self._verdicts.stop is None and self._away is not None and self._away.acted is not None:
+            return self._away.acted
         return self._verdicts.shown
 
     def decision(self, step: int, timeout: float = 30.0) -> Decision:
@@ -342,7 +365,8 @@ class Run:
         self._final_summary()
         left = self._sender.close(timeout)
         self._warn_if_monitor_never_logged()
-        status = status or ("stopped" if self._verdicts.stop is not None else "finished")
+        stopped = self._verdicts.stop is not None or (self._away is not None and self._away.acted is not None)
+        status = status or ("stopped" if stopped else "finished")
         run_id = self.id
         spool = self._sender.spool
         finished = False

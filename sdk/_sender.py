@@ -93,6 +93,9 @@ class Sender:
         # ``submit``, in the training thread), and a condition notified on every answer from the tracker
         # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
         self.monitor_step: int | None = None
+        # Every monitored value this process logged for its own rank, in the order logged, until the run's
+        # local judge takes them (in the training thread: ``Run`` judges while the tracker is away).
+        self.monitored: deque[tuple[int, Any]] = deque()
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -135,9 +138,11 @@ class Sender:
         pending.append((step, time.time(), keys, tuple(metrics.values()), rank))
         # Event.set takes a lock: only when the thread is not already woken (while it sends, the queue
         # stays over the mark and every call would otherwise pay for it).
-        if self._monitor in metrics:
+        monitor = self._monitor
+        if monitor in metrics:
             if rank is None:
                 self.monitor_step = self._held_step = step
+                self.monitored.append((step, metrics[monitor]))  # type: ignore[index]  # in metrics: a str
             if not self._wake.is_set():
                 self._wake.set()
         elif len(pending) >= self._wake_records and not self._wake.is_set():
@@ -262,7 +267,8 @@ class Sender:
 
     def _one_round(self) -> None:
         refused = self.create_error is not None  # refused is final: asking again only repeats the error
-        if not refused and (self.run_id is None or not self.link.online) and self.link.probe_due():
+        live = bool(self._pending)  # the loop logged since the last round
+        if not refused and (self.run_id is None or not self.link.online) and self.link.probe_due(live=live):
             self._reconnect()
         if self.create_error is not None:
             self._discard_pending()

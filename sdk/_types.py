@@ -13,6 +13,10 @@ ModeChoice = Literal["min", "max", "auto"]
 ``val/acc`` is ``max``, ``val_loss`` is ``min``; a name that says neither is judged as a loss, with a
 warning)."""
 
+Ties = Literal["wait", "improve"]
+"""Whether a value exactly at the improvement threshold improves (``improve``) or not (``wait``, as in
+Lightning and Keras)."""
+
 Combine = Literal["any", "all"]
 """``any``: the first rule that says stop stops; ``all``: every convergence rule must."""
 
@@ -21,3 +25,8 @@ Reduce = Literal["rank0", "mean", "min", "max"]
 
 FinalStatus = Literal["finished", "stopped", "failed", "crashed"]
 """How a run ended, as ``Run.finish(status)`` reports it."""
+
+
+def better(a: float, b: float, mode: Mode) -> bool:
+    """True when ``a`` is strictly better than ``b`` under ``mode``."""
+    return a > b if mode == "max" else a < b

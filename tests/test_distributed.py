@@ -69,7 +69,9 @@ def test_straggler_is_named_and_sync_wait_falls_on_the_others(tracker: TrackerPr
     assert figures["collectives"] >= 2  # DDP buckets were timed
     assert waits[2] < 5.0, waits  # the straggler waits for nobody
     for rank in (0, 1):
-        assert abs(waits[rank] - delay) < 8.0, waits  # the others wait about the injected delay
+        # The others wait at least about the injected delay; a loaded host's scheduling adds to it (41 ms
+        # was seen with both cores busy beside the suite), never takes from it.
+        assert delay - 8.0 < waits[rank] < 3 * delay, waits
     # Transfer is what remains once the wait is taken out: the waiting ranks' transfer is about the
     # straggler's (a wait counted as transfer would add ~30 ms to it). Its own size depends on the host
     # (5.7 ms to 17 ms seen here with 3 ranks on 2 cores), so it is compared, not bounded.

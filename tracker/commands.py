@@ -253,7 +253,7 @@ def _corrected_policy(key: str, old: dict[str, Any], spec: str | None, mode: str
             "missing): pip install 'plateau-tracker[server]'"
         ) from None
     policy = load_policy(spec, monitor=monitor, mode=mode)  # type: ignore[arg-type]
-    kept = {name: old[name] for name in ("combine", "reduce") if name in old}
+    kept: dict[str, Any] = {name: old[name] for name in ("combine", "reduce") if name in old}
     return {**policy.model_dump(mode="json"), **kept}
 
 

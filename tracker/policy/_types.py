@@ -9,9 +9,12 @@ from typing import Any, Literal, Protocol
 
 from plateau_tracker._quantile import quantile
 
-Mode = Literal["min", "max"]
+# The SDK's, re-exported for the engine and its rules: one definition of a mode, ties and "better".
+from plateau_tracker._types import Mode as Mode
+from plateau_tracker._types import Ties as Ties
+from plateau_tracker._types import better as better
+
 Action = Literal["continue", "checkpoint", "stop", "alert"]
-Ties = Literal["wait", "improve"]
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,3 @@ def fmt(value: float | None) -> str:
     if math.isnan(value):
         return "NaN"
     return "inf" if value > 0 else "-inf"
-
-
-def better(a: float, b: float, mode: Mode) -> bool:
-    """True when ``a`` is strictly better than ``b`` under ``mode``."""
-    return a > b if mode == "max" else a < b

@@ -22,6 +22,7 @@ from pydantic import AliasChoices, BaseModel
 
 from plateau_tracker.server.policy._policy import PolicySpec
 from plateau_tracker.server.policy._registry import RuleSpec
+from plateau_tracker.server.policy.presets import DEFAULT_RULES
 
 _KEPT = (
     *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
@@ -75,6 +76,9 @@ def policy_shape() -> dict[str, Any]:
         "max_rules": schema["properties"]["rules"].get("maxItems"),
         "min_rules": 1,  # a new run's empty list is refused (tracker/schemas/runs.py)
         "rules": rules,
+        # What a run that names no rules is judged by: the SDK judges its local part while the tracker is
+        # away (plateau_tracker._local_judge).
+        "default_rules": DEFAULT_RULES,
     }
 
 
