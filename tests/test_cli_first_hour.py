@@ -84,6 +84,9 @@ def test_dashboard_children_end_with_it(tmp_path: Path, signum: int) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")},
+            # As from a terminal: a suite started in the background by a non-interactive shell inherits
+            # SIGINT ignored, and a process that starts with it ignored keeps ignoring it.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         assert _wait(lambda: len(_children(process.pid)) == 2, 60), "tracker and streamlit did not start"
