@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 import warnings
+from collections import deque
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, suppress
 from types import TracebackType
@@ -85,6 +86,10 @@ class Run:
 
     def _start(self, wait: float) -> None:
         self._agreement = agreement()
+        if self._agreement is not None:
+            self._away = None  # ranks agree on the tracker's verdicts; a rank does not judge alone
+        if self._away is not None:
+            self._sender.monitored = deque()
         _live_runs.add(self)
         sender = self._sender
         if recently_unreachable(self._transport.url):
@@ -212,19 +217,27 @@ class Run:
         (on every rank at once).
         """
         target = self._verdicts.await_verdict(self._sender)
-        local = self._verdicts.stop is not None or self._away_stop(target) is not None
+        local = self._verdicts.stop is not None
+        away = self._away
+        if not local and away is not None:
+            # The SDK's own stop, where the tracker has not judged the step logged last (single process).
+            if target is None:
+                self._catch_up(away)
+                local = away.stop(self._sender.monitor_step) is not None
+            else:
+                monitored = self._sender.monitored
+                if monitored is not None and len(monitored) > 4096:  # memory stays bounded between calls
+                    away.catch_up(monitored)
+                local = away.acted is not None
         if self._agreement is None:
             return local
         return self._agreement.max("stop", int(local), deferred=deferred) > 0
 
-    def _away_stop(self, target: int | None) -> Decision | None:
-        """The SDK's own stop, where the tracker has not judged the step logged last (``target`` is None):
-        single-process runs judge alone while the tracker is away."""
-        away = self._away
-        if away is None or self._agreement is not None:
-            return None
-        away.catch_up(self._sender.monitored)
-        return away.stop(self._sender.monitor_step) if target is None else away.acted
+    def _catch_up(self, away: AwayVerdicts) -> None:
+        """Hand the local judge what the loop logged since it last judged."""
+        monitored = self._sender.monitored
+        if monitored:
+            away.catch_up(monitored)
 
     def should_checkpoint(self, *, deferred: bool = False) -> bool:
         """True when the monitored step logged last is a new best: save the model now, and the saved
@@ -249,9 +262,9 @@ class Run:
             seq = checkpoint.seq
         if self._agreement is not None:
             seq = self._agreement.max("checkpoint", seq, deferred=deferred)
-        away = self._away if self._agreement is None else None
+        away = self._away
         if away is not None:
-            away.catch_up(self._sender.monitored)
+            self._catch_up(away)
         if seq > self._checkpoint_taken:
             self._checkpoint_taken = seq
             if away is not None:

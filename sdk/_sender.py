@@ -94,8 +94,9 @@ class Sender:
         # and on every change of reachability: ``Run`` waits on it for the verdict on that step.
         self.monitor_step: int | None = None
         # Every monitored value this process logged for its own rank, in the order logged, until the run's
-        # local judge takes them (in the training thread: ``Run`` judges while the tracker is away).
-        self.monitored: deque[tuple[int, Any]] = deque()
+        # local judge takes them (in the training thread); None where the run has no local judge, so
+        # nothing collects unread.
+        self.monitored: deque[tuple[int, Any]] | None = None
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -142,7 +143,8 @@ class Sender:
         if monitor in metrics:
             if rank is None:
                 self.monitor_step = self._held_step = step
-                self.monitored.append((step, metrics[monitor]))  # type: ignore[index]  # in metrics: a str
+                if self.monitored is not None:
+                    self.monitored.append((step, metrics[monitor]))  # type: ignore[index]  # in metrics: a str
             if not self._wake.is_set():
                 self._wake.set()
         elif len(pending) >= self._wake_records and not self._wake.is_set():

@@ -201,6 +201,7 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     spooled = spooled_runs(Path(args.spool) if args.spool else None)
     changes: dict[str, dict[str, Any]] = {}
     modes: dict[str, str] = {}
+    specs: dict[str, str] = {}  # the last --policy given for each run
     options = (
         ("--experiment", args.experiment or []),
         ("--mode", args.mode or []),
@@ -219,11 +220,12 @@ def _rehoming(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                 if value not in ("min", "max"):
                     raise ValueError(f"--mode takes RUN_KEY=min or RUN_KEY=max, got {pair!r}")
                 modes[key] = value
-    for key in {*modes, *(pair.partition("=")[0] for pair in args.policy or [])}:
+            else:
+                specs[key] = value
+    for key in {*modes, *specs}:
         create = json.loads((spooled[key] / "run.json").read_text())["create"]
-        specs = [pair.partition("=")[2] for pair in args.policy or [] if pair.partition("=")[0] == key]
         changes.setdefault(key, {})["policy"] = _corrected_policy(
-            key, create.get("policy") or {}, specs[-1] if specs else None, modes.get(key)
+            key, create.get("policy") or {}, specs.get(key), modes.get(key)
         )
     return changes
 
