@@ -44,6 +44,7 @@ def init(
     planned_steps: int | None = None,
     combine: Combine = "any",
     reduce: Reduce = "rank0",
+    reduce_timeout_s: float | None = None,
     wait: float = 5.0,
     flush_interval: float = 0.5,
     max_pending: int = 100_000,
@@ -66,7 +67,9 @@ def init(
     it; without it they take the run to last as long again at each evaluation, and a warning says so once
     a process.
     ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
-    ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks.
+    ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks, once
+    every rank has logged the step, or ``reduce_timeout_s`` (the tracker's default: 60) after the first did,
+    on the ranks present, which the decision then says.
 
     Distributed: rank and world size come from torch.distributed when it is initialised, else from
     RANK/WORLD_SIZE; all ranks join one run through ``run_key``, ``$PLATEAU_RUN_KEY``, torchrun's
@@ -97,7 +100,7 @@ def init(
         mode = given.get("mode", mode)
         rules = given.get("rules", rules)
         url = given.get("url", url)
-    policy = _checked_policy(monitor, mode, rules, combine, reduce)
+    policy = _checked_policy(monitor, mode, rules, combine, reduce, reduce_timeout_s)
     if policy is not None and rules is None and planned_steps is None:
         _say_no_plan()
     if transport is None:
@@ -182,6 +185,7 @@ def _checked_policy(
     rules: Sequence[Mapping[str, Any]] | None,
     combine: Combine,
     reduce: Reduce,
+    reduce_timeout_s: float | None = None,
 ) -> dict[str, Any] | None:
     """The policy the run asks for (None without a monitor), its shape checked in this process: before
     any collective or connection, so a typo fails fast, the same on every rank, tracker or not."""
@@ -193,6 +197,8 @@ def _checked_policy(
         "combine": combine,
         "reduce": reduce,
     }
+    if reduce_timeout_s is not None:
+        policy["reduce_timeout_s"] = reduce_timeout_s
     if rules is not None:
         policy["rules"] = list(rules)
     check_policy(policy)

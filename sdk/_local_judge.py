@@ -155,8 +155,8 @@ class AwayVerdicts:
     @classmethod
     def for_policy(cls, policy: Mapping[str, Any] | None) -> AwayVerdicts | None:
         """For a run's policy (the tracker's default when it names no rules); None when nothing of it can
-        be judged here."""
-        if policy is None:
+        be judged here: no policy, or one that judges a reduction over ranks, which no rank sees alone)."""
+        if policy is None or policy.get("reduce", "rank0") != "rank0":
             return None
         rules = policy.get("rules")
         judge = LocalJudge(

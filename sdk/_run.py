@@ -14,6 +14,7 @@ from typing import Any
 
 from plateau_tracker import _live_runs
 from plateau_tracker._agree import Agreement, agreement
+from plateau_tracker._away_report import AwayReport
 from plateau_tracker._decision import Decision
 from plateau_tracker._link import recently_unreachable
 from plateau_tracker._local_judge import AwayVerdicts
@@ -70,6 +71,7 @@ class Run:
         self._summarised = False
         self._lock = threading.Lock()
         self._rate: RateWatch | None = None
+        self._away_report: AwayReport | None = None
         self._sender = Sender(
             transport,
             create_body=create_body,
@@ -86,10 +88,13 @@ class Run:
 
     def _start(self, wait: float) -> None:
         self._agreement = agreement()
+        self._verdicts.agreed = self._agreement is not None
         if self._agreement is not None:
             self._away = None  # ranks agree on the tracker's verdicts; a rank does not judge alone
         if self._away is not None:
             self._sender.monitored = deque()
+            self._away_report = AwayReport(self._transport)
+            self._sender.after_round = self._report_away
         _live_runs.add(self)
         sender = self._sender
         if recently_unreachable(self._transport.url):
@@ -223,7 +228,9 @@ class Run:
             # The SDK's own stop, where the tracker has not judged the step logged last (single process).
             if target is None:
                 self._catch_up(away)
-                local = away.stop(self._sender.monitor_step) is not None
+                logged = self._sender.monitor_step
+                local = away.stop(logged) is not None
+                self._said_alone(logged, "stop", local)
             else:
                 monitored = self._sender.monitored
                 if monitored is not None and len(monitored) > 4096:  # memory stays bounded between calls
@@ -270,8 +277,23 @@ class Run:
             if away is not None:
                 away.saved(logged)
             return True
-        # The tracker has not judged the step logged last: the SDK's own test answers for it.
-        return target is None and away is not None and away.checkpoint(logged)
+        if target is None and away is not None:
+            # The tracker has not judged the step logged last: the SDK's own test answers for it.
+            saved = away.checkpoint(logged)
+            self._said_alone(logged, "checkpoint", saved)
+            return saved
+        return False
+
+    def _said_alone(self, step: int | None, question: str, answer: bool) -> None:
+        """Keep the SDK's own answer at ``step``, for the tracker to compare once it has judged it."""
+        if step is not None and self._away_report is not None:
+            self._away_report.said(step, question, answer)
+
+    def _report_away(self, run_id: int) -> None:
+        """From the sender's thread: the SDK's own answers the tracker has judged since, for comparing."""
+        report = self._away_report
+        if report is not None and report.waiting:
+            report.send(run_id, self._verdicts.judged)
 
     @property
     def latest(self) -> Decision:
@@ -389,6 +411,9 @@ class Run:
                 finished = True
             except (RetryableError, RejectedError) as exc:
                 logger.warning("plateau: could not mark run %d %s: %s", run_id, status, exc)
+        if finished and self._away_report is not None and self._away_report.waiting:
+            assert run_id is not None
+            self._away_report.send(run_id, self._verdicts.judged)
         if not finished and spool is not None and self._sender.create_error is None:
             # `plateau sync` replays it after the points, so the run does not stay `running` forever.
             spool.write_finish(status, time.time())

@@ -97,6 +97,9 @@ class Sender:
         # local judge takes them (in the training thread); None where the run has no local judge, so
         # nothing collects unread.
         self.monitored: deque[tuple[int, Any]] | None = None
+        # Called with the run id after each round that delivered while online (the run's report of the
+        # SDK's own verdicts); None where there is none.
+        self.after_round: Callable[[int], None] | None = None
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -281,6 +284,8 @@ class Sender:
         else:
             self._drain()
             self._sync_summary()
+            if self.after_round is not None and self.run_id is not None and self.link.online:
+                self.after_round(self.run_id)
 
     def _reconnect(self) -> None:
         """Create or join the run if needed, then replay the spool; stay offline on failure."""

@@ -191,6 +191,14 @@ class Transport:
         result = self._request("GET", f"/api/v1/runs/{run_id}/decisions", params={"step": step})
         return [Decision.from_json(item) for item in result["data"]]
 
+    def compare_away_verdicts(self, run_id: int, verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+        """Tell the tracker what the SDK answered alone at steps it has judged since: ``{step, checkpoint,
+        stop}`` each. The answer: ``{compared, disagreed, not_judged}`` (steps)."""
+        result: dict[str, Any] = self._send_json(
+            "POST", f"/api/v1/runs/{run_id}/away-verdicts", {"verdicts": verdicts}
+        )
+        return result
+
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 

@@ -51,6 +51,9 @@ class Verdicts:
         self._timeouts = 0
         self._unblocked_calls = 0
         self.warned: set[str] = set()  # topics said once: alerts, "slow"
+        # Under torch.distributed the ranks agree on rank 0's answer through a collective, and only rank 0
+        # waits; without one, every rank waits for its own step's verdict, or it would run ahead of them.
+        self.agreed = False
         self._lock = threading.Lock()
 
     # --- from the sender's thread --------------------------------------------------------------------
@@ -93,10 +96,10 @@ class Verdicts:
     def await_verdict(self, sender: Sender) -> int | None:
         """Wait, boundedly, for the tracker's verdict on the monitored step this process logged last.
         Returns that step once its verdict is known (answers are exact), else None (they come from
-        memory). Only rank 0 waits. Never raises."""
+        memory). Under an agreement across ranks only rank 0 waits. Never raises."""
         sender.step_complete()  # the loop asks: what it logged at the step goes with it, now
         target = sender.monitor_step
-        if target is None or self._rank != 0:
+        if target is None or (self._rank != 0 and self.agreed):
             return None
         try:
             if target <= self.judged:  # known already: the common call, a read of two ints

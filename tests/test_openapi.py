@@ -25,6 +25,7 @@ OPERATIONS = {
     ("post", "/api/v1/runs/{run_id}/metrics"): "ingest_metrics",
     ("get", "/api/v1/runs/{run_id}/decision"): "get_decision",
     ("get", "/api/v1/runs/{run_id}/decisions"): "list_decisions",
+    ("post", "/api/v1/runs/{run_id}/away-verdicts"): "compare_away_verdicts",
     ("get", "/api/v1/runs/{run_id}/keys"): "list_keys",
     ("get", "/api/v1/runs/{run_id}/history"): "get_history",
     ("get", "/api/v1/runs/{run_id}/health"): "get_distributed_health",

@@ -27,6 +27,7 @@ from plateau_tracker.server.api.deps import (
 )
 from plateau_tracker.server.api.fast_ingest import store_batch
 from plateau_tracker.server.schemas._common import Text
+from plateau_tracker.server.schemas.away_verdicts import AwayComparison, AwayVerdicts
 from plateau_tracker.server.schemas.decisions import DecisionPublic, DecisionsPublic
 from plateau_tracker.server.schemas.distributed_health import DistributedHealthPublic
 from plateau_tracker.server.schemas.metrics import (
@@ -47,6 +48,7 @@ from plateau_tracker.server.schemas.webhooks import (
     WebhooksPublic,
 )
 from plateau_tracker.server.services import (
+    away_verdicts,
     decisions,
     distributed_health,
     history,
@@ -212,6 +214,18 @@ def list_decisions(
 ) -> DecisionsPublic:
     """Every decision of the run, oldest first, each with its rule, sentence and evidence."""
     return decisions.history(database, run_id, step=step)
+
+
+@router.post("/runs/{run_id}/away-verdicts", dependencies=[Depends(write_run)], tags=["decisions"])
+def compare_away_verdicts(
+    run_id: int, request: AwayVerdicts, database: DatabaseDep, deliverer: DelivererDep
+) -> AwayComparison:
+    """Compare what the SDK answered alone (while the tracker had not judged those steps) with the run's
+    decisions there; each step judged differently becomes an ``sdk_disagreed`` alert, once."""
+    comparison, deliveries = away_verdicts.compare(database, run_id, request)
+    if deliveries:
+        deliverer.poke()
+    return comparison
 
 
 @router.get("/runs/{run_id}/keys", dependencies=[Depends(read_run)], tags=["metrics"])

@@ -103,7 +103,7 @@ def judge(
         run.judged_step = max(run.judged_step, newest)
     if per_rank or ready:
         _save_states(session, run.id, policy, bool(stored_states), states, run.judged_step)
-    made, deliveries = _record_decisions(session, run, verdicts, now)
+    made, deliveries = record_decisions(session, run, verdicts, now)
     return Judged(made, deliveries, len(late), unviewed)
 
 
@@ -139,7 +139,7 @@ def _judge_ready(
     return evaluation.states, verdicts, unviewed
 
 
-def _record_decisions(
+def record_decisions(
     session: Session, run: models.Run, verdicts: list[Verdict], now: float
 ) -> tuple[list[models.Decision], int]:
     """Add the verdicts as the run's next decisions, in step order, and queue their webhook deliveries;
