@@ -26,6 +26,7 @@ FAST_RETRIES = {
     "PLATEAU_WEBHOOK_BACKOFF_BASE_S": "0.1",
     "PLATEAU_WEBHOOK_BACKOFF_MAX_S": "0.5",
     "PLATEAU_WEBHOOK_POLL_S": "0.1",
+    "PLATEAU_WEBHOOK_ALLOW": "127.0.0.1",  # the test receivers listen on loopback
 }
 
 
@@ -201,8 +202,8 @@ def check_webhook_validation(client: httpx.Client) -> None:
 
 
 class Trickler:
-    """A receiver that sends its status line at once and then its answer one byte a second, for ever
-    (or a ``huge`` answer of that many bytes as fast as it can)."""
+    """A receiver that never answers (until closed), or with ``huge`` answers of that many bytes as fast as
+    it can."""
 
     def __init__(self, port: int, huge: int = 0) -> None:
         self.attempts = 0
@@ -213,18 +214,16 @@ class Trickler:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["content-length"]))
                 receiver.attempts += 1
+                if not huge:
+                    receiver.closed.wait()  # no status line, no answer: the attempt ends at its deadline
+                    return
                 self.send_response(200)
-                self.send_header("content-length", str(huge or 10**9))
+                self.send_header("content-length", str(huge))
                 self.end_headers()
                 try:
-                    if huge:
-                        chunk = b"x" * 1024 * 1024
-                        for _ in range(huge // len(chunk)):
-                            self.wfile.write(chunk)
-                        return
-                    while not receiver.closed.wait(1.0):
-                        self.wfile.write(b"x")
-                        self.wfile.flush()
+                    chunk = b"x" * 1024 * 1024
+                    for _ in range(huge // len(chunk)):
+                        self.wfile.write(chunk)
                 except OSError:
                     pass  # the tracker hung up: that is the point
 
@@ -243,7 +242,7 @@ class Trickler:
 
 
 @pytest.mark.slow
-def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
+def test_a_receiver_that_never_answers_delays_no_other_delivery(tmp_path: Path) -> None:
     tracker = TrackerProcess(tmp_path / "tracker", env={**FAST_RETRIES, "PLATEAU_WEBHOOK_DEADLINE_S": "3"})
     slow, fast = Trickler(free_port()), Receiver(free_port())
     try:
@@ -257,13 +256,11 @@ def test_a_trickling_receiver_delays_no_other_delivery(tmp_path: Path) -> None:
             _, hook_id = _make_events(client, project, f"http://127.0.0.1:{fast.server.server_port}/")
             assert wait_until(lambda: len(fast.received) == 4, timeout=10)
             took = time.monotonic() - started
-            print(
-                f"webhooks: another project's 4 events delivered in {took:.2f} s beside a trickling receiver"
-            )
-            assert took < 2.5  # before: behind the trickler's batch, for as long as it trickled
+            print(f"webhooks: another project's 4 events delivered in {took:.2f} s beside a silent receiver")
+            assert took < 2.5  # behind the silent receiver's batch, it would wait for its deadline
             fast_log = settled_log(client.get, f"/api/v1/projects/{project}/webhooks/{hook_id}/deliveries")
             assert {d["status"] for d in fast_log["data"]} == {"delivered"}
-        # The trickler's attempts end at their deadline and are retried.
+        # The silent receiver's attempts end at their deadline and are retried.
         assert wait_until(lambda: slow.attempts >= 8, timeout=15)
     finally:
         slow.close()
@@ -290,3 +287,121 @@ def test_a_huge_answer_is_not_read_into_memory(tmp_path: Path) -> None:
     finally:
         huge.close()
         tracker.stop()
+
+
+class Internal:
+    """An internal service on loopback that answers every request with its own secret page, or redirects
+    to ``redirect_to``; counts the requests it got."""
+
+    def __init__(self, port: int, status: int = 403, redirect_to: str | None = None) -> None:
+        self.requests = 0
+        internal = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                internal.requests += 1
+                page = b"<admin>SECRET-TOKEN-1234</admin>"
+                self.send_response(status)
+                if redirect_to is not None:
+                    self.send_header("location", redirect_to)
+                self.send_header("content-length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_webhooks_cannot_reach_internal_services_nor_read_their_answers(tmp_path: Path) -> None:
+    """Without the operator's allowance a loopback, private or metadata URL is refused at registration
+    (422 naming the url), in any spelling. An allowed receiver's answer never reaches the delivery log,
+    and its redirect is not followed. A URL allowed when registered and no longer allowed is refused at
+    delivery: the check runs again each time."""
+    internal = Internal(free_port())
+    strict = {key: value for key, value in FAST_RETRIES.items() if key != "PLATEAU_WEBHOOK_ALLOW"}
+    tracker = TrackerProcess(tmp_path / "strict", env=strict)
+    try:
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            client.post("/api/v1/runs", json={"project": "ssrf"})
+            port = internal.server.server_port
+            for url in (
+                f"http://127.0.0.1:{port}/admin",
+                f"http://localhost:{port}/admin",
+                f"http://[::1]:{port}/",
+                f"http://[::ffff:127.0.0.1]:{port}/",
+                f"http://2130706433:{port}/",
+                "http://169.254.169.254/latest/meta-data/",
+                "http://10.0.0.1/",
+            ):
+                body = {"url": url, "events": ["run_finished"], "secret": SECRET}
+                response = client.post("/api/v1/projects/ssrf/webhooks", json=body)
+                assert response.status_code == 422, (url, response.text)
+                assert response.json()["detail"][0]["loc"] == ["body", "url"]
+                assert "PLATEAU_WEBHOOK_ALLOW" in response.json()["detail"][0]["msg"]
+            assert client.get("/api/v1/projects/ssrf/webhooks").json()["count"] == 0
+    finally:
+        tracker.stop()
+    assert internal.requests == 0
+
+    home = tmp_path / "allowing"
+    tracker = TrackerProcess(home, env=FAST_RETRIES)
+    redirect_target = Receiver(free_port())
+    redirecting = Internal(
+        free_port(), status=302, redirect_to=f"http://127.0.0.1:{redirect_target.server.server_port}/"
+    )
+    try:
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            _, hook_id = _make_events(
+                client, "read-back", f"http://127.0.0.1:{internal.server.server_port}/admin"
+            )
+            log = settled_log(client.get, f"/api/v1/projects/read-back/webhooks/{hook_id}/deliveries")
+            assert log["count"] == 4
+            assert {d["last_error"] for d in log["data"]} == {"the receiver answered HTTP 403"}
+            assert "SECRET" not in json.dumps(log)
+            _, hook_id = _make_events(
+                client, "redirect", f"http://127.0.0.1:{redirecting.server.server_port}/"
+            )
+            log = settled_log(client.get, f"/api/v1/projects/redirect/webhooks/{hook_id}/deliveries")
+            assert {d["last_error"] for d in log["data"]} == {"the receiver answered HTTP 302"}
+            assert redirecting.requests >= 4
+            assert redirect_target.attempts == 0  # the redirect is not followed
+            # A hook registered while allowed; then the operator withdraws the allowance.
+            receiver = Receiver(free_port())
+            project = "withdrawn"
+            client.post("/api/v1/runs", json={"project": project})
+            hook = client.post(
+                f"/api/v1/projects/{project}/webhooks",
+                json={
+                    "url": f"http://127.0.0.1:{receiver.server.server_port}/",
+                    "events": ["run_finished"],
+                    "secret": SECRET,
+                },
+            ).json()
+        tracker.stop()
+        tracker = TrackerProcess(home, env=strict)
+        with httpx.Client(base_url=tracker.url, timeout=30) as client:
+            run = client.post("/api/v1/runs", json={"project": project}).json()
+            client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"})
+            path = f"/api/v1/projects/{project}/webhooks/{hook['id']}/deliveries"
+            assert wait_until(lambda: client.get(path).json()["data"][0]["status"] == "failed", timeout=20)
+            [delivery] = client.get(path).json()["data"]
+            assert delivery["last_error"].startswith("refused by the webhook URL policy")
+            assert "loopback" in delivery["last_error"]
+        assert receiver.attempts == 0
+        receiver.close()
+    finally:
+        tracker.stop()
+        internal.close()
+        redirecting.close()
+        redirect_target.close()

@@ -25,6 +25,7 @@ from plateau_tracker.server.services.latest_decisions import LatestDecisions
 from plateau_tracker.server.services.notify import RunNotifier
 from plateau_tracker.server.services.policies import PolicyCache
 from plateau_tracker.server.services.wakeups import Listener
+from plateau_tracker.server.services.webhook_targets import Allowed
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -95,4 +96,5 @@ def _delivery_policy(settings: Settings) -> DeliveryPolicy:
         max_attempts=settings.webhook_max_attempts,
         deadline_s=settings.webhook_deadline_s,
         timeout_s=min(10.0, settings.webhook_deadline_s),
+        allowed=Allowed.parse(settings.webhook_allow),
     )

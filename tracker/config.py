@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     webhook_deadline_s: float = Field(
         default=15.0, gt=0, le=600, description="a whole delivery attempt at most"
     )
+    # Receivers at addresses webhooks may not reach otherwise (loopback, private networks): host names and
+    # networks, comma-separated (tracker/services/webhook_targets.py).
+    webhook_allow: str = ""
 
     def resolved_database_url(self) -> str:
         """The configured database URL, or the embedded SQLite file under ``home``."""

@@ -59,6 +59,8 @@ from plateau_tracker.server.services import (
     webhooks,
 )
 from plateau_tracker.server.services.auth import check_project
+from plateau_tracker.server.services.webhook_targets import Allowed, RefusedTargetError
+from plateau_tracker.server.services.webhook_targets import check as check_target
 
 router = APIRouter(prefix="/api/v1")
 
@@ -314,9 +316,21 @@ def get_distributed_health(
     status_code=status.HTTP_201_CREATED,
     tags=["webhooks"],
 )
-def create_webhook(project: ProjectPath, request: WebhookCreate, database: DatabaseDep) -> WebhookPublic:
-    """Subscribe ``url`` to the project's ``events``; each delivery is signed with ``secret``."""
-    return webhooks.create(database, project, request)
+async def create_webhook(
+    project: ProjectPath, request: WebhookCreate, database: DatabaseDep, settings: SettingsDep
+) -> WebhookPublic:
+    """Subscribe ``url`` to the project's ``events``; each delivery is signed with ``secret``. The URL must
+    lead to public addresses only (checked again at every delivery), unless the operator allows its host
+    or network (``PLATEAU_WEBHOOK_ALLOW``); a 422 names the address refused."""
+    await to_thread.run_sync(lambda: webhooks.require_project(database, project))
+    allowed = Allowed.parse(settings.webhook_allow)
+    try:
+        await to_thread.run_sync(lambda: check_target(str(request.url), allowed))
+    except RefusedTargetError as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body", "url"), "msg": str(exc), "input": str(request.url)}]
+        ) from None
+    return await to_thread.run_sync(lambda: webhooks.create(database, project, request))
 
 
 @router.get("/projects/{project}/webhooks", dependencies=[Depends(read_project)], tags=["webhooks"])

@@ -17,7 +17,7 @@ import hmac
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -27,6 +27,13 @@ from sqlalchemy import select
 from plateau_tracker._retry import RETRYABLE_STATUSES, backoff_delay, parse_retry_after
 from plateau_tracker.server.db import models
 from plateau_tracker.server.db.engine import Database
+from plateau_tracker.server.services.webhook_targets import (
+    Allowed,
+    RefusedTargetError,
+    UnresolvedTargetError,
+    pinned,
+)
+from plateau_tracker.server.services.webhook_targets import check as check_target
 
 logger = logging.getLogger("plateau.webhooks")
 
@@ -51,8 +58,9 @@ class _Claimed:
 
 @dataclass(frozen=True)
 class DeliveryPolicy:
-    """``deadline_s`` bounds a whole attempt (connect, send, the answer), ``timeout_s`` each network wait
-    within it, and ``max_response_bytes`` what is read of the answer (its status is what counts). At
+    """``deadline_s`` bounds a whole attempt (connect, send, the answer's status), ``timeout_s`` each
+    network wait within it; the answer's body is never read (its status is what counts, and the log keeps
+    no word of the receiver's). ``allowed``: receivers beyond public addresses the operator allows. At
     most ``concurrency`` attempts are in flight, at most ``per_webhook`` of them to one webhook, each
     on its own: a slow receiver holds up only its own deliveries."""
 
@@ -63,9 +71,9 @@ class DeliveryPolicy:
     max_attempts: int = 30
     timeout_s: float = 10.0
     deadline_s: float = 15.0
-    max_response_bytes: int = 64 * 1024
     concurrency: int = 64
     per_webhook: int = 4
+    allowed: Allowed = field(default_factory=Allowed)
 
 
 class Deliverer:
@@ -198,24 +206,48 @@ class Deliverer:
         }
         status: int | None = None
         retry_after: float | None = None
-
-        async def exchange() -> tuple[httpx.Response, bytes]:
-            async with client.stream("POST", item.url, content=body, headers=headers) as response:
-                return response, await _read_at_most(response, self.policy.max_response_bytes)
-
+        final = False
         try:
-            response, answer = await asyncio.wait_for(exchange(), self.policy.deadline_s)
+            # Checked at every delivery, on the address connected to: a name that resolves elsewhere
+            # since registration (DNS rebinding) is refused here.
+            target = await to_thread.run_sync(lambda: check_target(item.url, self.policy.allowed))
+            url, pin, extensions = pinned(target)
+            response = await asyncio.wait_for(
+                self._exchange(client, url, body, {**headers, **pin}, extensions), self.policy.deadline_s
+            )
             status = response.status_code
-            error = None if 200 <= status < 300 else f"HTTP {status}: {answer[:200].decode(errors='replace')}"
+            error = None if 200 <= status < 300 else f"the receiver answered HTTP {status}"
             retry_after = parse_retry_after(response.headers.get("retry-after"))
+        except RefusedTargetError as exc:
+            error, final = (
+                f"refused by the webhook URL policy: {exc}",
+                not isinstance(exc, UnresolvedTargetError),
+            )
         except asyncio.TimeoutError:  # TimeoutError itself only from Python 3.11
-            status, error = None, f"no complete answer within the {self.policy.deadline_s:g} s deadline"
+            error = f"no complete answer within the {self.policy.deadline_s:g} s deadline"
         except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        await to_thread.run_sync(lambda: self._record(item, status, error, retry_after))
+            error = _failure(exc)
+        await to_thread.run_sync(lambda: self._record(item, status, error, retry_after, final=final))
+
+    @staticmethod
+    async def _exchange(
+        client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str], extensions: dict[str, str]
+    ) -> httpx.Response:
+        """POST and take the answer's status line and headers; redirects are not followed, and the body is
+        never read (the connection is closed, not reused)."""
+        request = client.build_request("POST", url, content=body, headers=headers, extensions=extensions)
+        response = await client.send(request, stream=True, follow_redirects=False)
+        await response.aclose()
+        return response
 
     def _record(
-        self, item: _Claimed, status: int | None, error: str | None, retry_after: float | None
+        self,
+        item: _Claimed,
+        status: int | None,
+        error: str | None,
+        retry_after: float | None,
+        *,
+        final: bool = False,
     ) -> None:
         now = datetime.now(timezone.utc)
         with self.db.session(write=True) as session:
@@ -228,7 +260,7 @@ class Deliverer:
             if error is None:
                 row.status, row.delivered_at = "delivered", now
                 return
-            retryable = status is None or status in RETRYABLE_STATUSES
+            retryable = not final and (status is None or status in RETRYABLE_STATUSES)
             if not retryable or row.attempts >= self.policy.max_attempts:
                 row.status = "failed"
                 return
@@ -241,14 +273,18 @@ class Deliverer:
             row.next_attempt_at = now + timedelta(seconds=delay)
 
 
-async def _read_at_most(response: httpx.Response, limit: int) -> bytes:
-    """The start of a receiver's answer, at most ``limit`` bytes: the rest is never read (a 64 MiB answer
-    grew the tracker by ~115 MB when it was read whole); the connection is closed, not reused."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_raw():
-        chunks.append(chunk[: limit - size])
-        size += len(chunks[-1])
-        if size >= limit:
-            break
-    return b"".join(chunks)
+_FAILURES: tuple[tuple[type[httpx.HTTPError], str], ...] = (
+    (httpx.ConnectTimeout, "the connection to the receiver timed out"),
+    (httpx.ConnectError, "could not connect to the receiver"),
+    (httpx.TimeoutException, "the receiver did not answer in time"),
+    (httpx.RemoteProtocolError, "the receiver broke off the HTTP exchange"),
+    (httpx.NetworkError, "the connection to the receiver failed"),
+)
+
+
+def _failure(exc: httpx.HTTPError) -> str:
+    """A short, fixed description of a failed exchange: never the receiver's words."""
+    for kind, description in _FAILURES:
+        if isinstance(exc, kind):
+            return description
+    return f"the request failed ({type(exc).__name__})"

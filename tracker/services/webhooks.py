@@ -42,6 +42,12 @@ def _project(session: Session, name: str) -> models.Project:
     return project
 
 
+def require_project(db: Database, name: str) -> None:
+    """NotFoundError unless the project exists."""
+    with db.session() as session:
+        _project(session, name)
+
+
 def _public(hook: models.Webhook, project: str) -> WebhookPublic:
     return WebhookPublic(
         id=hook.id, project=project, url=hook.url, events=hook.events, created_at=as_utc(hook.created_at)
