@@ -112,7 +112,7 @@ def app_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]
     home = tmp_path_factory.mktemp("app-home")
     with _shared_store() as database_url:
         app = create_app(Settings(home=home, database_url=database_url))
-        with TestClient(app, client=("127.0.0.1", 50000)) as client:
+        with TestClient(app, base_url="http://localhost", client=("127.0.0.1", 50000)) as client:
             yield client
 
 

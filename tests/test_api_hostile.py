@@ -373,7 +373,9 @@ def test_the_body_limit_holds_on_every_route_without_a_content_length(client: ht
         ("POST", "/api/v1/projects/tests/webhooks"),
         ("POST", f"/api/v1/runs/{run['id']}/metrics"),
     ]:
-        response = client.request(method, path, content=chunked(40 * 1024 * 1024))
+        response = client.request(
+            method, path, content=chunked(40 * 1024 * 1024), headers={"content-type": "application/json"}
+        )
         assert response.status_code == 413, (path, response.text[:200])
         assert "over the limit" in response.json()["detail"]
 

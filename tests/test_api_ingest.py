@@ -259,7 +259,11 @@ def test_errors_on_the_ingest_path_are_the_routes_own(client: httpx.Client) -> N
     unknown = ingest(client, 2**31 - 1, "x", [])
     assert unknown.status_code == 404
     assert "does not exist" in unknown.json()["detail"]
-    invalid = client.post(f"/api/v1/runs/{run['id']}/metrics", content=b'{"batch_id": 3}')
+    invalid = client.post(
+        f"/api/v1/runs/{run['id']}/metrics",
+        content=b'{"batch_id": 3}',
+        headers={"content-type": "application/json"},
+    )
     assert invalid.status_code == 422
     assert invalid.json()["detail"][0]["loc"] == ["body", "batch_id"]
     ok = ingest(client, run["id"], "fine", [{"key": "loss", "step": 0, "value": 1.0}])

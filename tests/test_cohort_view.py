@@ -173,7 +173,9 @@ def in_process(settings: Settings, scenario: Callable[[TestClient, Database], No
     """Run ``scenario`` through an in-process app on ``settings``' store, with the store at hand."""
     database = Database(settings.resolved_database_url())
     try:
-        with TestClient(create_app(settings), client=("127.0.0.1", 50000)) as client:
+        with TestClient(
+            create_app(settings), base_url="http://localhost", client=("127.0.0.1", 50000)
+        ) as client:
             scenario(client, database)
     finally:
         database.dispose()

@@ -14,7 +14,9 @@ from plateau_tracker.server.services.policies import PolicyCache
 
 def _app(home: Path) -> TestClient:
     # In-process, as a loopback client (with no API tokens the tracker serves only loopback callers).
-    return TestClient(create_app(Settings(home=home)), client=("127.0.0.1", 50000))
+    return TestClient(
+        create_app(Settings(home=home)), base_url="http://localhost", client=("127.0.0.1", 50000)
+    )
 
 
 def test_two_apps_in_one_process_judge_with_their_own_runs_policies(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from plateau_tracker.server.api.deps import IngestServices
 from plateau_tracker.server.api.errors import BodyLimitMiddleware, install_error_handlers
 from plateau_tracker.server.api.fast_ingest import FastIngest
 from plateau_tracker.server.api.openapi import describe, operation_id
+from plateau_tracker.server.api.request_guard import RequestGuard, allowed_hosts
 from plateau_tracker.server.api.routes import router
 from plateau_tracker.server.config import Settings
 from plateau_tracker.server.db.engine import Database
@@ -78,10 +79,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = KeyCache()
     app.state.notifier = RunNotifier()
-    # The middleware added last runs first: a body declared over the limit is refused before the ingest
-    # path reads it.
+    # The middleware added last runs first: what a browser can forge is refused before anything, and a
+    # body declared over the limit before the ingest path reads it.
     app.add_middleware(FastIngest, max_bytes=settings.max_body_bytes)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestGuard, hosts=allowed_hosts(settings.host, settings.allowed_hosts))
     install_error_handlers(app)
     app.include_router(router)
     return app

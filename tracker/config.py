@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     home: Path = Field(default_factory=lambda: Path.home() / ".plateau")
     database_url: str | None = None
     host: str = DEFAULT_HOST
+    # Names clients reach the tracker by, beyond loopback and the address it binds (comma-separated): a
+    # request naming another host in its Host header answers 400 (tracker/api/request_guard.py).
+    allowed_hosts: str = ""
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     # PostgreSQL connections each worker process keeps open (requests beyond them wait for one, up to
     # 30 s, rather than open more). Workers x replicas x (this + 1 listening connection) must stay under

@@ -18,11 +18,13 @@ _ERROR = {
     "required": ["detail"],
 }
 _ANSWERS: dict[int, str] = {
+    400: "The Host header names a host the tracker does not answer to, or Authorization is sent twice.",
     401: "No token, or one the tracker does not know (tokens are configured).",
     403: "The token belongs to another project, or is read-only and the request writes.",
     404: "The run, project, webhook or key does not exist (another project's run answers the same).",
     409: "The run key belongs to a run of another experiment, or a write conflicted.",
     413: "The body is over the tracker's limit (max_body_bytes), or a batch holds too many points.",
+    415: "A write whose Content-Type is not application/json.",
 }
 
 
@@ -34,12 +36,12 @@ def operation_id(route: APIRoute) -> str:
 def _answers(path: str, method: str) -> list[int]:
     """The error statuses an operation can answer besides validation's 422."""
     if path.endswith("/health") and "{" not in path:
-        return []
-    codes = [401, 403]
+        return [400]
+    codes = [400, 401, 403]
     if "{" in path:
         codes.append(404)
     if method in {"post", "patch"}:
-        codes.append(413)
+        codes += [413, 415]
     if path.endswith("/runs") and method == "post":
         codes.append(409)
     return codes
@@ -71,7 +73,7 @@ def describe(app: FastAPI) -> None:
             for method, operation in operations.items():
                 codes = _answers(path, method)
                 # A token is asked for where tokens are configured; none where they are not.
-                operation["security"] = [{BEARER: []}, {}] if codes else []
+                operation["security"] = [{BEARER: []}, {}] if 401 in codes else []
                 for code in codes:
                     operation["responses"].setdefault(
                         str(code), {"description": _ANSWERS[code], "content": error}
