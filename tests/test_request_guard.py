@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests._server import TrackerProcess
-from tests.test_auth import bearer, new_token
+from tests.test_auth import bearer, new_token, plateau
 
 POINTS = {"batch_id": "csrf", "points": [{"key": "loss", "step": 0, "value": 1.0}]}
 
@@ -144,3 +147,47 @@ def test_two_authorization_headers_are_refused_on_every_route(secured: tuple[Tra
     assert _stored(server, run["id"], bearer(token)) == 0
     status, _ = _raw(server, "GET", f"/api/v1/runs/{run['id']}", both[:1] + both[2:])
     assert status == 200
+
+
+def test_revoking_a_token_ends_its_open_long_poll(tmp_path: Path) -> None:
+    """A poll opened with a read token waits 30 s for a new decision; the token is revoked, and a
+    decision is made 6.5 s later (past the 5 s promise). Before, the poll answered 200 with it; now it
+    answers 401, within 5 s of the revocation."""
+    home = tmp_path / "revoke"
+    home.mkdir()
+    writer, reader = new_token(home, "alpha", "write"), new_token(home, "alpha", "read")
+    server = TrackerProcess(home)
+    try:
+        policy = {"monitor": "loss", "mode": "min", "rules": [{"rule": "checkpoint"}]}
+        run = httpx.post(
+            f"{server.url}/api/v1/runs", json={"project": "alpha", "policy": policy}, headers=bearer(writer)
+        ).json()
+        outcome: dict[str, object] = {}
+
+        def poll() -> None:
+            answer = httpx.get(
+                f"{server.url}/api/v1/runs/{run['id']}/decision",
+                params={"after": 0, "wait": 30},
+                headers=bearer(reader),
+                timeout=60,
+            )
+            outcome["status"], outcome["at"] = answer.status_code, time.monotonic()
+
+        poller = threading.Thread(target=poll)
+        poller.start()
+        time.sleep(0.5)  # the poll is open (a decision now would answer it: none comes)
+        listed = plateau("token", "list", "--home", str(home))
+        reader_id = next(
+            line.split()[0] for line in listed.stdout.splitlines() if "read" in line and "alpha" in line
+        )
+        assert plateau("token", "revoke", reader_id, "--home", str(home)).returncode == 0
+        revoked = time.monotonic()
+        time.sleep(6.5)
+        if "status" not in outcome:  # still open: a decision now must not reach the revoked token
+            points = {"batch_id": "b", "points": [{"key": "loss", "step": 0, "value": 1.0}]}
+            httpx.post(f"{server.url}/api/v1/runs/{run['id']}/metrics", json=points, headers=bearer(writer))
+        poller.join(timeout=60)
+        assert outcome["status"] == 401
+        assert float(outcome["at"]) - revoked < 5.0  # type: ignore[arg-type]
+    finally:
+        server.stop()

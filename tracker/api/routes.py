@@ -6,7 +6,7 @@ import time
 from typing import Annotated, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from plateau_tracker.server import __version__
@@ -67,6 +67,9 @@ router = APIRouter(prefix="/api/v1")
 # Every integer the API accepts is bounded by what the stores hold (a 422 naming it, not a 500).
 MAX_STEP = 2**62
 MAX_RANK = 100_000
+# An open long-poll checks its caller's token again this often: with the token cache (auth.CACHE_S), a
+# token revoked mid-poll ends it within the 5 s the README promises.
+REVALIDATE_S = 1.0
 # History pages: JSON is built and parsed per point, packed columns are not.
 MAX_JSON_PAGE = 100_000
 MAX_BINARY_PAGE = 1_000_000
@@ -178,6 +181,7 @@ def ingest_metrics(run_id: int, batch: MetricBatch, services: IngestServicesDep)
 @router.get("/runs/{run_id}/decision", dependencies=[Depends(read_run)], tags=["decisions"])
 async def get_decision(
     run_id: int,
+    request: Request,
     database: DatabaseDep,
     settings: SettingsDep,
     notifier: NotifierDep,
@@ -190,9 +194,14 @@ async def get_decision(
     ] = None,
     wait: Annotated[float, Query(ge=0, description="seconds to wait at most")] = 0.0,
 ) -> DecisionPublic:
-    """The latest decision; with ``after`` or ``step``, long-poll up to ``wait`` seconds for it."""
+    """The latest decision; with ``after`` or ``step``, long-poll up to ``wait`` seconds for it. A token
+    revoked or expired while the poll is open ends it (401) within the promised bound."""
     deadline = time.monotonic() + min(wait, settings.max_wait_seconds)
+    first = True
     while True:
+        if not first:  # the dependency checked the caller once; an open poll checks again each pass
+            await read_run(run_id, request)
+        first = False
         event = notifier.event(run_id)
         decision, ready = await to_thread.run_sync(
             lambda: decisions.poll(database, run_id, after=after, step=step)
@@ -201,9 +210,11 @@ async def get_decision(
         if ready or remaining <= 0:
             return decision
         # With notifications up, every change of the run wakes the event (and their loss wakes it too):
-        # no look at the database until then. Otherwise look again on the fallback timer.
+        # no look at the database until then. Otherwise look again on the fallback timer. Either way at
+        # least every REVALIDATE_S, to check the caller again.
         listening = listener is not None and listener.up
-        await notifier.wait(event, remaining if listening else min(remaining, settings.longpoll_fallback_s))
+        pause = remaining if listening else min(remaining, settings.longpoll_fallback_s)
+        await notifier.wait(event, min(pause, REVALIDATE_S))
 
 
 @router.get("/runs/{run_id}/decisions", dependencies=[Depends(read_run)], tags=["decisions"])

@@ -25,7 +25,7 @@ from plateau_tracker.server.errors import NotFoundError, PlateauError
 from plateau_tracker.server.services.runs import ensure_project
 
 Scope = Literal["read", "write"]
-CACHE_S = 5.0
+CACHE_S = 4.0
 TOKEN_PREFIX = "plt_"
 
 
