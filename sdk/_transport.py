@@ -214,7 +214,8 @@ class Transport:
     # --- reading the tracker (the CLI, TensorBoard export, replay, the dashboard) ------------------------
 
     def health(self) -> dict[str, Any]:
-        """``{status, version, database, store}`` of the tracker."""
+        """``{status, version, database, store, wakeups, storage}`` of the tracker (status ``ok``, or
+        ``degraded`` after a recent storage failure; a tracker that cannot reach its database answers 503)."""
         result: dict[str, Any] = self._request("GET", "/api/v1/health")
         return result
 

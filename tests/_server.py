@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,7 @@ class TrackerProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         max_files: int | None = None,
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.home = home
         self.port = port or free_port()
@@ -59,7 +61,7 @@ class TrackerProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=(lambda: _limit_files(max_files)) if max_files else None,
+                preexec_fn=(lambda: _limit_files(max_files)) if max_files else preexec,
             )
         self._wait_ready()
 

@@ -32,7 +32,7 @@ def health_of(url: str, timeout: float = 0.5) -> dict[str, Any] | None:
             body = client.health()
     except (TrackerError, ValueError):  # no answer, a refusal, or a URL that cannot be one
         return None
-    if not isinstance(body, dict) or body.get("status") != "ok":
+    if not isinstance(body, dict) or body.get("status") not in ("ok", "degraded"):
         return None
     return body
 

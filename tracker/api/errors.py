@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plateau_tracker.server.api.storage_errors import STORAGE_ERRORS, storage_unavailable
 from plateau_tracker.server.errors import ConflictError, InvalidInputError, NotFoundError
 from plateau_tracker.server.schemas._common import json_safe
 from plateau_tracker.server.services.auth import AuthError, ForbiddenError
@@ -54,6 +55,8 @@ def error_response(exc: Exception) -> JSONResponse | None:
         return JSONResponse(
             status_code=401, content={"detail": str(exc)}, headers={"WWW-Authenticate": "Bearer"}
         )
+    if isinstance(exc, STORAGE_ERRORS):
+        return storage_unavailable(exc)
     status = _STATUS.get(type(exc))
     return None if status is None else JSONResponse(status_code=status, content={"detail": str(exc)})
 
@@ -77,7 +80,7 @@ def install_error_handlers(app: FastAPI) -> None:
             raise exc
         return response
 
-    for handled in (RequestValidationError, InvalidInputError, AuthError, *_STATUS):
+    for handled in (RequestValidationError, InvalidInputError, AuthError, *_STATUS, *STORAGE_ERRORS):
         app.add_exception_handler(handled, _answer)
 
 

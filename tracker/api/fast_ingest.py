@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from plateau_tracker.server.api.deps import IngestServices
 from plateau_tracker.server.api.errors import body_too_large, error_response, invalid_body, read_body
+from plateau_tracker.server.api.storage_errors import STORAGE_ERRORS
 from plateau_tracker.server.db.models import MAX_ID
 from plateau_tracker.server.errors import PlateauError
 from plateau_tracker.server.schemas.metrics import MetricBatch, parse_batch
@@ -31,6 +32,10 @@ from plateau_tracker.server.services.auth import Authenticator, check_run
 _INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,20})/metrics")
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+ANSWERED: tuple[type[Exception], ...] = (PlateauError, ValidationError, *STORAGE_ERRORS)
+"""What the fast path answers itself (through :func:`error_response`); anything else is a bug."""
 
 
 class FastIngest:
@@ -68,7 +73,7 @@ class FastIngest:
                 run_id,
                 body,
             )
-        except (PlateauError, ValidationError) as exc:
+        except ANSWERED as exc:
             response = error_response(invalid_body(exc, body) if isinstance(exc, ValidationError) else exc)
             if response is None:
                 raise

@@ -14,7 +14,14 @@ BEARER = "bearer"
 _ERROR = {
     "title": "Error",
     "type": "object",
-    "properties": {"detail": {"type": "string", "description": "what went wrong, naming the thing"}},
+    "properties": {
+        "detail": {"type": "string", "description": "what went wrong, naming the thing"},
+        "cause": {
+            "type": "string",
+            "enum": ["disk_full", "disk_error", "busy", "unreachable"],
+            "description": "503 only: why the storage is unavailable",
+        },
+    },
     "required": ["detail"],
 }
 _ANSWERS: dict[int, str] = {
@@ -25,6 +32,7 @@ _ANSWERS: dict[int, str] = {
     409: "The run key belongs to a run of another experiment, or a write conflicted.",
     413: "The body is over the tracker's limit (max_body_bytes), or a batch holds too many points.",
     415: "A write whose Content-Type is not application/json.",
+    503: "The storage is unavailable (a full disk, the database down or busy): retry after Retry-After.",
 }
 
 
@@ -36,8 +44,8 @@ def operation_id(route: APIRoute) -> str:
 def _answers(path: str, method: str) -> list[int]:
     """The error statuses an operation can answer besides validation's 422."""
     if path.endswith("/health") and "{" not in path:
-        return [400]
-    codes = [400, 401, 403]
+        return [400, 503]
+    codes = [400, 401, 403, 503]
     if "{" in path:
         codes.append(404)
     if method in {"post", "patch"}:

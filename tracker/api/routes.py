@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 
 from plateau_tracker.server import __version__
 from plateau_tracker.server.api.deps import (
@@ -26,6 +29,7 @@ from plateau_tracker.server.api.deps import (
     write_run,
 )
 from plateau_tracker.server.api.fast_ingest import store_batch
+from plateau_tracker.server.api.storage_errors import RETRY_AFTER_S
 from plateau_tracker.server.schemas._common import Text
 from plateau_tracker.server.schemas.away_verdicts import AwayComparison, AwayVerdicts
 from plateau_tracker.server.schemas.decisions import DecisionPublic, DecisionsPublic
@@ -59,6 +63,7 @@ from plateau_tracker.server.services import (
     webhooks,
 )
 from plateau_tracker.server.services.auth import check_project
+from plateau_tracker.server.services.storage_health import STORAGE
 from plateau_tracker.server.services.webhook_targets import Allowed, RefusedTargetError
 from plateau_tracker.server.services.webhook_targets import check as check_target
 
@@ -67,6 +72,8 @@ router = APIRouter(prefix="/api/v1")
 # Every integer the API accepts is bounded by what the stores hold (a 422 naming it, not a 500).
 MAX_STEP = 2**62
 MAX_RANK = 100_000
+# The health ping's own thread: it answers while every worker thread ingests.
+_HEALTH_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plateau-health")
 # An open long-poll checks its caller's token again this often: with the token cache (auth.CACHE_S), a
 # token revoked mid-poll ends it within the 5 s the README promises.
 REVALIDATE_S = 1.0
@@ -76,18 +83,27 @@ MAX_BINARY_PAGE = 1_000_000
 
 
 @router.get("/health", tags=["health"])
-async def get_server_health(database: DatabaseDep, listener: ListenerDep) -> dict[str, str]:
-    # On the event loop, not in the worker threads: it must answer while they ingest a large batch.
+async def get_server_health(database: DatabaseDep, listener: ListenerDep) -> JSONResponse:
+    # On the event loop, not in the worker threads: it must answer while they ingest a large batch (the
+    # database ping runs in a thread of its own).
     # "store" tells a command whether this tracker is the one its settings name (tracker/discovery.py);
-    # "wakeups" how other replicas' changes reach long-polls: notifications, or polling while they cannot.
+    # "wakeups" how other replicas' changes reach long-polls: notifications, or polling while they cannot;
+    # "storage" whether the database answers ("ok"), answers but a write failed on storage lately (the
+    # cause: "disk_full"...), or does not ("unreachable": the answer is then a 503).
     wakeups = "local" if listener is None else ("notify" if listener.up else "poll")
-    return {
-        "status": "ok",
+    storage = await asyncio.get_running_loop().run_in_executor(_HEALTH_THREAD, STORAGE.state, database)
+    body: dict[str, str | float] = {
+        "status": "ok" if storage.cause is None else ("degraded" if storage.reachable else "unavailable"),
         "version": __version__,
         "database": database.engine.dialect.name,
         "store": database.identity,
         "wakeups": wakeups,
+        "storage": storage.cause or "ok",
     }
+    if storage.seconds_ago is not None and storage.reachable:
+        body["storage_failed_s_ago"] = storage.seconds_ago
+    headers = {} if storage.reachable else {"Retry-After": str(RETRY_AFTER_S)}
+    return JSONResponse(body, status_code=200 if storage.reachable else 503, headers=headers)
 
 
 @router.post("/runs", status_code=status.HTTP_201_CREATED, tags=["runs"])
