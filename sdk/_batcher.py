@@ -24,6 +24,11 @@ MAX_SERIES_PER_BATCH = 10_000
 split."""
 
 MAX_KEY_LENGTH = 250
+# The wall times the tracker takes (2000 to 2100, its schema's bounds): a clock outside them (a machine
+# booted without its clock set reads 1970) is sent as the nearest bound, which the tracker then replaces
+# with its own clock, rather than having the batch refused.
+EARLIEST_WALL_TIME = 946_684_800.0
+LATEST_WALL_TIME = 4_102_444_800.0
 MAX_STEP = 2**62
 MAX_RANK = 100_000
 """The tracker's bounds on a point's key, step and rank: a point past them would have the whole batch
@@ -112,6 +117,8 @@ class Batcher:
     def _append_points(self, series: dict[tuple[str, int], dict[str, Any]], record: Record) -> int:
         """Add a record's values to their (key, rank) columns; returns how many were added."""
         step, wall_time, keys, values, rank = record
+        if not EARLIEST_WALL_TIME <= wall_time <= LATEST_WALL_TIME:
+            wall_time = min(max(wall_time, EARLIEST_WALL_TIME), LATEST_WALL_TIME)
         rank = self._rank if rank is None else rank
         place = _place_problem(step, rank)
         if place is not None:

@@ -134,6 +134,7 @@ def ingest_series(client: httpx.Client, run_id: int, batch_id: str, series: list
 
 
 def test_series_form_stores_columns_with_non_finite_values_and_judges_them(client: httpx.Client) -> None:
+    t0 = float(int(time.time()))  # wall times are the trainer's clock: near the tracker's
     run = create_run(client, POLICY)
     answer = ingest_series(
         client,
@@ -144,7 +145,7 @@ def test_series_form_stores_columns_with_non_finite_values_and_judges_them(clien
                 "key": "loss",
                 "steps": [0, 1, 2],
                 "values": [1.0, 2, "Infinity"],
-                "wall_times": [10.0, 11.0, 12.5],
+                "wall_times": [t0, t0 + 1.0, t0 + 2.5],
             },
             {"key": "grad", "rank": 3, "steps": [0, 1, 1], "values": [math.nan, -math.inf, 7.0]},
         ],
@@ -154,9 +155,9 @@ def test_series_form_stores_columns_with_non_finite_values_and_judges_them(clien
     assert answer["decision"]["action"] == "stop"  # patience 2 after the best at step 0
     loss = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()["points"]
     assert [(p["step"], p["value"], p["wall_time"]) for p in loss] == [
-        (0, 1.0, 10.0),
-        (1, 2.0, 11.0),
-        (2, "Infinity", 12.5),
+        (0, 1.0, t0),
+        (1, 2.0, t0 + 1.0),
+        (2, "Infinity", t0 + 2.5),
     ]
     grad = client.get(f"/api/v1/runs/{run['id']}/history", params={"key": "grad", "rank": 3}).json()["points"]
     assert [(p["step"], p["value"]) for p in grad] == [(0, "NaN"), (1, "-Infinity")]
@@ -338,12 +339,13 @@ def test_openapi_document_is_served(client: httpx.Client) -> None:
 
 def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> None:
     """``form=columns`` gives the same points as ``points``, NaN and +-inf spelled alike, in pages."""
+    t0 = float(int(time.time()))
     run = create_run(client)
     values = [0.5, math.nan, math.inf, -math.inf, 0.25, 1e-300, -2.0]
     body = {
         "batch_id": "c",
         "series": [
-            {"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 12], "values": values, "wall_times": [7.5] * 7}
+            {"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 12], "values": values, "wall_times": [t0] * 7}
         ],
     }
     response = client.post(
@@ -368,7 +370,7 @@ def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> Non
     read = [v for page in pages for v in page["values"]]
     assert steps == [p["step"] for p in points] == [0, 2, 4, 6, 8, 10, 12]
     assert read == [p["value"] for p in points] == [0.5, "NaN", "Infinity", "-Infinity", 0.25, 1e-300, -2.0]
-    assert [w for page in pages for w in page["wall_times"]] == [7.5] * 7
+    assert [w for page in pages for w in page["wall_times"]] == [t0] * 7
     bad = client.get(url, params={"key": "loss", "form": "rows"})
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"] == ["query", "form"]
@@ -377,9 +379,10 @@ def test_history_reads_back_as_columns_page_by_page(client: httpx.Client) -> Non
 def test_history_reads_back_packed_page_by_page(client: httpx.Client) -> None:
     """``form=binary``: the steps, values and wall times as packed little-endian columns, NaN and +-inf bit
     for bit, the page's size and the next page's step in headers; pages of up to 1,000,000 (JSON: 100,000)."""
+    t0 = float(int(time.time()))
     run = create_run(client)
     values = [0.5, math.nan, math.inf, -math.inf, 0.25, 5e-324, -2.0]
-    series = [{"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 2**62], "values": values, "wall_times": [7.5] * 7}]
+    series = [{"key": "loss", "steps": [0, 2, 4, 6, 8, 10, 2**62], "values": values, "wall_times": [t0] * 7}]
     sent = client.post(
         f"/api/v1/runs/{run['id']}/metrics",
         content=json.dumps({"batch_id": "b", "series": series}),
@@ -405,7 +408,7 @@ def test_history_reads_back_packed_page_by_page(client: httpx.Client) -> None:
         start = None if following is None else int(following)
     assert steps == [0, 2, 4, 6, 8, 10, 2**62]
     assert [struct.pack("<d", v) for v in read] == [struct.pack("<d", v) for v in values]
-    assert walls == [7.5] * 7
+    assert walls == [t0] * 7
     assert client.get(url, params={"key": "loss", "form": "binary", "limit": 1_000_000}).status_code == 200
     for form, limit in (("columns", 100_001), ("points", 100_001), ("binary", 1_000_001)):
         refused = client.get(url, params={"key": "loss", "form": form, "limit": limit})

@@ -20,8 +20,11 @@ def _batcher(warnings: list[tuple[str, str]] | None = None, **overrides: Any) ->
     return Batcher(warn=lambda topic, message: sink.append((topic, message)), **options)
 
 
+T0 = 1_700_000_000.0  # a wall time the tracker takes
+
+
 def _record(step: int, rank: int | None = None, **metrics: Any) -> Record:
-    return (step, 1000.0 + step, tuple(metrics), tuple(metrics.values()), rank)
+    return (step, T0 + step, tuple(metrics), tuple(metrics.values()), rank)
 
 
 def test_records_become_columns_per_key_and_rank_in_order() -> None:
@@ -37,7 +40,7 @@ def test_records_become_columns_per_key_and_rank_in_order() -> None:
         "rank": 0,
         "steps": [1, 2],
         "values": [0.5, 0.4],
-        "wall_times": [1001.0, 1002.0],
+        "wall_times": [T0 + 1, T0 + 2],
     }
     assert columns[("loss", 3)]["steps"] == [2]
     assert columns[("val", 0)]["values"] == [0.1]

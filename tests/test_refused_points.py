@@ -4,6 +4,7 @@ counts and names it; and a batch the tracker refuses for some of its points is s
 from __future__ import annotations
 
 import logging
+import time
 
 import httpx
 import pytest
@@ -62,10 +63,11 @@ def test_a_422_that_names_points_leaves_the_rest_to_send_again(app_client: TestC
     """The tracker's own 422 for a batch with a too-long key and a step past 2**62: what is left is every
     other point, and the refused are named by key and step."""
     run = create_run(app_client)
+    t = time.time()
     series = [
-        {"key": "m", "rank": 0, "steps": [0, 1, 2], "values": [1.0, 2.0, 3.0], "wall_times": [0.0, 0.0, 0.0]},
-        {"key": "k" * 300, "rank": 0, "steps": [1], "values": [1.0], "wall_times": [0.0]},
-        {"key": "x", "rank": 0, "steps": [0, 2**63, 5], "values": [1.0, 2.0, 3.0], "wall_times": [0.0] * 3},
+        {"key": "m", "rank": 0, "steps": [0, 1, 2], "values": [1.0, 2.0, 3.0], "wall_times": [t, t, t]},
+        {"key": "k" * 300, "rank": 0, "steps": [1], "values": [1.0], "wall_times": [t]},
+        {"key": "x", "rank": 0, "steps": [0, 2**63, 5], "values": [1.0, 2.0, 3.0], "wall_times": [t] * 3},
     ]
     answer = app_client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "series": series})
     assert answer.status_code == 422

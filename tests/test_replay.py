@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -160,10 +161,11 @@ def test_replay_refuses_a_bad_policy(tmp_path: Path) -> None:
 
 def test_replay_of_stored_runs(client: httpx.Client, tracker) -> None:
     experiment = f"stored-{uuid.uuid4().hex[:6]}"
+    t0 = time.time()
     for values in ([0.1, 0.5, 0.6, 0.55, 0.5, 0.45], [0.2, 0.3, 0.4, 0.5]):
         run = create_run(client, experiment=experiment)
         points = [
-            {"key": "val", "step": s, "value": v, "wall_time": 100.0 + 10 * s} for s, v in enumerate(values)
+            {"key": "val", "step": s, "value": v, "wall_time": t0 + 10 * s} for s, v in enumerate(values)
         ]
         client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
         client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "finished"})

@@ -208,7 +208,7 @@ def test_import_reads_legacy_simple_values_and_tensor_summaries(
         legacy.add_event(
             event_pb2.Event(
                 step=step,
-                wall_time=1000.0 + step,
+                wall_time=1_700_000_000.0 + step,
                 summary=summary_pb2.Summary(
                     value=[summary_pb2.Summary.Value(tag="loss", simple_value=value)]
                 ),
@@ -224,7 +224,7 @@ def test_import_reads_legacy_simple_values_and_tensor_summaries(
             )
         modern.add_event(
             event_pb2.Event(
-                step=step, wall_time=2000.0 + step, summary=summary_pb2.Summary(value=[tensor_value])
+                step=step, wall_time=1_700_001_000.0 + step, summary=summary_pb2.Summary(value=[tensor_value])
             )
         )
     legacy.close()
@@ -238,8 +238,10 @@ def test_import_reads_legacy_simple_values_and_tensor_summaries(
         assert set(runs) == {"legacy", "tf2/train"}
         old = stored(client, runs["legacy"]["id"])[("loss", 0)]
         new = stored(client, runs["tf2/train"]["id"])[("epoch_loss", 0)]
-    assert [(s, v, w) for s, v, w in old] == [(s, float32(1.0 / (s + 1)), 1000.0 + s) for s in range(30)]
-    assert [(s, v, w) for s, v, w in new] == [(s, 1.0 / (s + 1), 2000.0 + s) for s in range(30)]
+    assert [(s, v, w) for s, v, w in old] == [
+        (s, float32(1.0 / (s + 1)), 1_700_000_000.0 + s) for s in range(30)
+    ]
+    assert [(s, v, w) for s, v, w in new] == [(s, 1.0 / (s + 1), 1_700_001_000.0 + s) for s in range(30)]
 
 
 def test_a_real_tensorboard_serves_the_exported_scalars_and_hparams(exported: dict[str, Any]) -> None:

@@ -21,7 +21,12 @@ MAX_SERIES_PER_BATCH = 10_000
 
 Step = Annotated[StrictInt, Field(ge=0, le=2**62)]
 Rank = Annotated[StrictInt, Field(ge=0, le=100_000)]
-WallTime = Annotated[StrictFloat, Field(allow_inf_nan=False)]
+EARLIEST_WALL_TIME = 946_684_800.0  # 2000-01-01T00:00:00Z
+LATEST_WALL_TIME = 4_102_444_800.0  # 2100-01-01T00:00:00Z
+WallTime = Annotated[StrictFloat, Field(allow_inf_nan=False, ge=EARLIEST_WALL_TIME, le=LATEST_WALL_TIME)]
+"""Seconds since the epoch, between 2000 and 2100: outside, no clock is plausible (a 422 names the field).
+Within, the tracker still keeps a time between the run's start and its own clock (ingest's
+``CLOCK_SKEW_S``)."""
 
 
 class PointIn(Schema):

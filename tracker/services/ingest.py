@@ -15,6 +15,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from plateau_tracker.server.db import models
 from plateau_tracker.server.db.engine import Database
 from plateau_tracker.server.policy import PolicySpec
+from plateau_tracker.server.schemas._common import as_utc
 from plateau_tracker.server.schemas.decisions import DecisionPublic
 from plateau_tracker.server.schemas.metrics import IngestResult, MetricBatch
 from plateau_tracker.server.services import _point_store, cohort_view, decisions, rung_view, wakeups
@@ -92,7 +93,7 @@ def _ingest_in(
     )
     if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
         return Ingested(_replayed(session, run, batch), 0), _nothing
-    gathered = _gather(batch, now)
+    gathered = _gather(batch, now, as_utc(run.started_at).timestamp() - CLOCK_SKEW_S)
     key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
     fresh = _store_new_points(session, run_id, key_ids, gathered)
     rung_view.record(session, run, fresh)
@@ -226,6 +227,9 @@ def _build_rung_views(db: Database, experiment_id: int, rungs: list[tuple[int, i
 
 # Ingest reads and writes the run's progress, never its config, tags or summary: left unloaded, their JSON
 # is not parsed on every batch.
+CLOCK_SKEW_S = 300.0
+"""How far a client's clock may run ahead of the tracker's (or a point predate its run's start) before the
+tracker keeps its own clock for the point instead."""
 _UNUSED_BY_INGEST = (models.Run.config, models.Run.tags, models.Run.summary)
 # On PostgreSQL, the experiment's lock shared with the run's row, for rung_view.record (no round trip).
 _WITH_RUNG_LOCK = (rung_view.SHARED_LOCK,)
@@ -270,15 +274,21 @@ def _step_range(batch: MetricBatch) -> tuple[int, int]:
     return (min(steps), max(steps)) if steps else (0, -1)
 
 
-def _gather(batch: MetricBatch, now: float) -> BatchPoints:
+def _gather(batch: MetricBatch, now: float, earliest: float) -> BatchPoints:
     """The batch's points per (key, rank) series, in both wire forms; within the batch the first value
-    of a step wins, and a point without a wall time takes the server's clock."""
+    of a step wins. A point without a wall time, or with one before ``earliest`` or past the tracker's
+    clock by more than :data:`CLOCK_SKEW_S`, takes the tracker's clock: the time rules and the summary read
+    these times, and a client's clock set a year ahead must not stop a run, nor disable its budget."""
+    latest = now + CLOCK_SKEW_S
     series: BatchPoints = {}
     for point in batch.points or ():
-        wall_time = now if point.wall_time is None else point.wall_time
+        wall = point.wall_time
+        wall_time = now if wall is None or not earliest <= wall <= latest else wall
         series.setdefault((point.key, point.rank), {}).setdefault(point.step, (point.value, wall_time))
     for column in batch.series or ():
         walls = column.wall_times if column.wall_times is not None else [now] * len(column.steps)
+        if walls and not earliest <= min(walls) <= max(walls) <= latest:
+            walls = [wall if earliest <= wall <= latest else now for wall in walls]
         pairs = zip(column.values, walls, strict=True)
         points = series.get((column.key, column.rank))
         if points is None:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
 from plateau_tracker.client import connect
-from plateau_tracker.server.schemas.metrics import MAX_POINT_OBJECTS
+from plateau_tracker.server.schemas.metrics import EARLIEST_WALL_TIME, LATEST_WALL_TIME, MAX_POINT_OBJECTS
 from plateau_tracker.server.tb import _tags
 
 BATCH_POINTS = MAX_POINT_OBJECTS  # the tracker's bound on one batch in the points form
@@ -146,17 +147,19 @@ def import_logdir(
             name = data.name or (logdir.resolve().name if relative == "." else relative)
             run_key = _run_key(directory, experiment)
             ranks = {_tags.parse_tag(tag)[1] for tag in data.series}
-            created = api.create_run(
-                {
-                    "project": project,
-                    "experiment": experiment,
-                    "name": name[:200],
-                    "run_key": run_key,
-                    "config": {**data.config, "tensorboard_logdir": str(directory.resolve())},
-                    "tags": ["tensorboard-import"],
-                    "world_size": max(ranks, default=0) + 1,
-                }
-            )
+            body: dict[str, Any] = {
+                "project": project,
+                "experiment": experiment,
+                "name": name[:200],
+                "run_key": run_key,
+                "config": {**data.config, "tensorboard_logdir": str(directory.resolve())},
+                "tags": ["tensorboard-import"],
+                "world_size": max(ranks, default=0) + 1,
+            }
+            walls = [wall for steps in data.series.values() for _, wall in steps.values() if _plausible(wall)]
+            if walls:  # the run started when its events did, so the tracker keeps their times
+                body["started_at"] = datetime.fromtimestamp(min(walls), timezone.utc).isoformat()
+            created = api.create_run(body)
             result = RunImport(
                 directory=directory, run_id=created["id"], name=name, skipped_values=data.skipped
             )
@@ -167,9 +170,10 @@ def import_logdir(
                 for step, (value, wall_time) in sorted(steps.items()):
                     if step < 0:
                         continue
-                    points.append(
-                        {"key": key, "rank": rank, "step": step, "value": value, "wall_time": wall_time}
-                    )
+                    point = {"key": key, "rank": rank, "step": step, "value": value}
+                    if _plausible(wall_time):  # else the tracker's clock: no clock reads 1970
+                        point["wall_time"] = wall_time
+                    points.append(point)
             for number, start in enumerate(range(0, len(points), BATCH_POINTS)):
                 batch = points[start : start + BATCH_POINTS]
                 # The batch id is the content's hash: the same points again are acknowledged, not
@@ -188,3 +192,8 @@ def import_logdir(
                 api.finish_run(created["id"], "finished")
             report.runs.append(result)
     return report
+
+
+def _plausible(wall_time: float) -> bool:
+    """Whether the tracker takes ``wall_time`` as a time (an event file's clock may have been anything)."""
+    return EARLIEST_WALL_TIME <= wall_time <= LATEST_WALL_TIME
