@@ -34,7 +34,7 @@ def _series_body(batch: int) -> bytes:
             "rank": 0,
             "steps": steps,
             "values": [1.0 / (s + 1) + 0.001 * k for s in steps],
-            "wall_times": [1.7e9 + s for s in steps],
+            "wall_times": [time.time()] * len(steps),
         }
         for k in range(BATCH_KEYS)
     ]
@@ -126,7 +126,9 @@ def plateau_round_trip(url: str, requests: int = 2_000) -> tuple[float, float]:
     run = transport.create_run({"project": "bench", "experiment": "rtt", "policy": {"monitor": "val/loss"}})
     times = []
     for step in range(requests + 200):
-        series = [{"key": "train/loss", "rank": 0, "steps": [step], "values": [0.5], "wall_times": [1.7e9]}]
+        series = [
+            {"key": "train/loss", "rank": 0, "steps": [step], "values": [0.5], "wall_times": [time.time()]}
+        ]
         started = time.perf_counter()
         transport.send_series(run["id"], uuid.uuid4().hex, series)
         if step >= 200:  # the first 200 warm up
@@ -239,7 +241,7 @@ def seed_history(url: str, points: int) -> int:
                 "rank": 0,
                 "steps": steps,
                 "values": [1.0 / (s + 1) for s in steps],
-                "wall_times": [1.7e9 + s for s in steps],
+                "wall_times": [time.time()] * len(steps),
             }
         ]
         transport.send_series(run["id"], uuid.uuid4().hex, series)
