@@ -29,7 +29,9 @@ def plateau(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def new_token(home: Path, project: str, scope: str) -> str:
-    out = plateau("token", "create", "--home", str(home), "--project", project, "--scope", scope)
+    """A token made by ``plateau token create`` (``project`` empty for an operator token)."""
+    where = ("--project", project) if project else ()
+    out = plateau("token", "create", "--home", str(home), *where, "--scope", scope)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
 
@@ -167,3 +169,41 @@ def test_tokens_are_stored_hashed(tmp_path: Path) -> None:
     listing = plateau("token", "list", "--home", str(tmp_path)).stdout
     assert "alpha" in listing
     assert token not in listing
+
+
+def test_an_operator_token_reads_every_project_and_writes_none(secured) -> None:
+    """One dashboard for a team: a token of scope ``operator`` (no project) sees every project's runs,
+    and can neither create runs nor log to them."""
+    server, tokens = secured
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        alpha = http.post("/api/v1/runs", json={"project": "alpha"}, headers=bearer(tokens["a-write"])).json()
+        beta = http.post("/api/v1/runs", json={"project": "beta"}, headers=bearer(tokens["b-write"])).json()
+        assert (
+            plateau(
+                "token", "create", "--home", str(server.home), "--scope", "operator", "--project", "x"
+            ).returncode
+            == 2
+        )
+        assert plateau("token", "create", "--home", str(server.home), "--scope", "read").returncode == 2
+        operator = new_token(server.home, "", "operator")
+        seen = http.get("/api/v1/runs", headers=bearer(operator)).json()["data"]
+        assert {alpha["id"], beta["id"]} <= {run["id"] for run in seen}
+        names = {p["name"] for p in http.get("/api/v1/projects", headers=bearer(operator)).json()["data"]}
+        assert {"alpha", "beta"} <= names
+        assert http.get(f"/api/v1/runs/{beta['id']}", headers=bearer(operator)).status_code == 200
+        only_beta = http.get("/api/v1/runs", params={"project": "beta"}, headers=bearer(operator)).json()[
+            "data"
+        ]
+        assert {run["project"] for run in only_beta} == {"beta"}
+        assert (
+            http.post("/api/v1/runs", json={"project": "alpha"}, headers=bearer(operator)).status_code == 403
+        )
+        points = {"batch_id": "op", "points": [{"key": "loss", "step": 0, "value": 1.0}]}
+        answer = http.post(f"/api/v1/runs/{alpha['id']}/metrics", json=points, headers=bearer(operator))
+        assert answer.status_code == 403
+        assert "operator" in answer.json()["detail"]
+        # A project token still sees its own project only.
+        own = http.get("/api/v1/runs", headers=bearer(tokens["a-write"])).json()["data"]
+        assert {run["project"] for run in own} == {"alpha"}
+    listed = plateau("token", "list", "--home", str(server.home)).stdout
+    assert "(every project)" in listed

@@ -87,8 +87,9 @@ def _add_token(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
     """``plateau token create|list|revoke``."""
     token = subcommands.add_parser(
         "token",
-        help="per-project API tokens",
-        description="API tokens, each for one project with scope read or write. A tracker that has any "
+        help="API tokens: per project, or an operator's",
+        description="API tokens, each for one project with scope read or write, or an operator token that "
+        "reads every project (scope operator, no --project). A tracker that has any "
         "token requires one on every request (Authorization: Bearer ...); the SDK and commands take "
         "$PLATEAU_TOKEN.",
     )
@@ -96,9 +97,13 @@ def _add_token(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
     create = token_commands.add_parser(
         "create", help="create a token (printed once)", description="Create a token; it is printed once."
     )
-    create.add_argument("--project", required=True, help="the project the token opens")
+    create.add_argument("--project", help="the project the token opens (not for --scope operator)")
     create.add_argument(
-        "--scope", choices=["read", "write"], required=True, help="read: see runs; write: also log and create"
+        "--scope",
+        choices=["read", "write", "operator"],
+        required=True,
+        help="read: see the project's runs; write: also log and create; operator: see every project's "
+        "runs (a team's dashboard), write none",
     )
     create.add_argument("--name", help="a label to tell tokens apart in `plateau token list`")
     listing = token_commands.add_parser(
@@ -169,6 +174,11 @@ def _add_dashboard(subcommands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     dashboard.add_argument(
         "--dashboard-port", type=int, default=8501, help="port the dashboard listens on (default 8501)"
+    )
+    dashboard.add_argument(
+        "--dashboard-token",
+        help="the token viewers sign in with (PLATEAU_DASHBOARD_TOKEN); required on a non-loopback "
+        "--dashboard-host",
     )
     dashboard.set_defaults(handler=commands.dashboard_command)
 

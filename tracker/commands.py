@@ -86,8 +86,16 @@ def token_command(args: argparse.Namespace) -> int:
     database = Database(url)
     try:
         if args.token_command == "create":
+            if (args.scope == "operator") == (args.project is not None):
+                print(
+                    "plateau token create: give --project for a read or write token, and none for an "
+                    "operator token (it reads every project)",
+                    file=sys.stderr,
+                )
+                return 2
             token_id, token = auth.create_token(database, args.project, args.scope, args.name or "")
-            print(f"token {token_id} ({args.scope}, project {args.project!r}); shown once, keep it secret:")
+            opens = "every project, read only" if args.project is None else f"project {args.project!r}"
+            print(f"token {token_id} ({args.scope}, {opens}); shown once, keep it secret:")
             print(token)
         elif args.token_command == "list":
             for row in auth.list_tokens(database, args.project):
@@ -95,7 +103,7 @@ def token_command(args: argparse.Namespace) -> int:
                 fields = [
                     f"{row['id']:>5}",
                     str(row["project"]),
-                    f"{row['scope']:5}",
+                    f"{row['scope']:8}",
                     f"{row['prefix']}...",
                     state,
                 ]
@@ -153,6 +161,18 @@ def dashboard_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    from plateau_tracker.server.services.auth import is_loopback
+
+    sign_in = args.dashboard_token or os.environ.get("PLATEAU_DASHBOARD_TOKEN")
+    if not is_loopback(args.dashboard_host) and not sign_in:
+        print(
+            f"plateau dashboard: refusing to listen on {args.dashboard_host} without a sign-in token: anyone "
+            "who reaches that address would see every run the tracker token can read. Set "
+            "PLATEAU_DASHBOARD_TOKEN (or --dashboard-token), and put it behind a TLS reverse proxy "
+            "(README: Sharing the dashboard)",
+            file=sys.stderr,
+        )
+        return 2
     settings = _settings(args)
     # The package, wherever it is installed (a wheel, or a checkout installed with -e).
     import plateau_tracker.dashboard as dashboard
@@ -181,7 +201,10 @@ def dashboard_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        streamlit = start_child(command, env={**os.environ, "PLATEAU_URL": url})
+        env = {**os.environ, "PLATEAU_URL": url}
+        if sign_in:
+            env["PLATEAU_DASHBOARD_TOKEN"] = sign_in
+        streamlit = start_child(command, env=env)
         address = f"http://{args.dashboard_host}:{args.dashboard_port}"
         try:
             if wait_for_http(f"{address}/_stcore/health", streamlit, timeout=60.0):

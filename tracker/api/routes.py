@@ -134,8 +134,9 @@ def list_runs(
         int | None, Query(ge=1, le=MAX_STEP, description="the page after this run id (the last page's next)")
     ] = None,
 ) -> RunsPublic:
-    """Runs, newest first, each with its latest decision; a token sees its own project's runs only."""
-    if principal is not None:
+    """Runs, newest first, each with its latest decision; a project token sees its own project's runs only,
+    an operator token every project's."""
+    if principal is not None and principal.project is not None:
         check_project(principal, project or principal.project, write=False)
         project = principal.project
     return runs.list_runs(
@@ -152,7 +153,8 @@ def list_runs(
 
 @router.get("/projects", tags=["runs"])
 def list_projects(database: DatabaseDep, principal: PrincipalDep) -> ProjectsPublic:
-    """Projects with their experiments and run counts; a token sees its own project only."""
+    """Projects with their experiments and run counts; a project token sees its own project only, an
+    operator token every project."""
     return projects.list_projects(database, project=None if principal is None else principal.project)
 
 

@@ -332,12 +332,15 @@ class WebhookDelivery(Base):
 
 
 class ApiToken(Base):
-    """A project's API token. Only its SHA-256 is stored; the token itself is shown once, at creation."""
+    """An API token: a project's (scope ``read`` or ``write``), or an operator's (scope ``operator``, no
+    project: it reads every project). Only its SHA-256 is stored; the token itself is shown once."""
 
     __tablename__ = "api_token"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    project_id: Mapped[int] = mapped_column(ForeignKey("project.id", ondelete="CASCADE"), index=True)
+    project_id: Mapped[int | None] = mapped_column(
+        ForeignKey("project.id", ondelete="CASCADE"), index=True, nullable=True
+    )
     name: Mapped[str] = mapped_column(String(200))
     scope: Mapped[str] = mapped_column(String(8))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)

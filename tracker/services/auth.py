@@ -1,6 +1,8 @@
 """API tokens and who may do what.
 
-A token belongs to one project and has a scope: ``read`` (GET) or ``write`` (everything). It is sent as
+A project token belongs to one project and has a scope: ``read`` (GET) or ``write`` (everything). An
+operator token (scope ``operator``) belongs to no project: it reads every project and writes none, so one
+dashboard can show a team's projects. A token is sent as
 ``Authorization: Bearer <token>``; only its SHA-256 is stored. With no token in the database the tracker
 serves loopback clients only, without tokens. Lookups are cached for a few seconds per process (the
 ingest path must not pay a query per batch), so a revoked token stops working within ``CACHE_S``.
@@ -24,7 +26,7 @@ from plateau_tracker.server.db.engine import Database
 from plateau_tracker.server.errors import NotFoundError, PlateauError
 from plateau_tracker.server.services.runs import ensure_project
 
-Scope = Literal["read", "write"]
+Scope = Literal["read", "write", "operator"]
 CACHE_S = 4.0
 TOKEN_PREFIX = "plt_"
 
@@ -39,9 +41,15 @@ class ForbiddenError(PlateauError):
 
 @dataclass(frozen=True)
 class Principal:
-    project_id: int
-    project: str
+    """Who a token speaks for: a project (``project_id``, ``project``), or every project (operator: None)."""
+
+    project_id: int | None
+    project: str | None
     scope: Scope
+
+    @property
+    def operator(self) -> bool:
+        return self.scope == "operator"
 
 
 def _hash(token: str) -> str:
@@ -59,11 +67,14 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def create_token(db: Database, project: str, scope: Scope, name: str = "") -> tuple[int, str]:
-    """A new token for ``project`` (created if needed): (id, the token; shown once, never stored)."""
+def create_token(db: Database, project: str | None, scope: Scope, name: str = "") -> tuple[int, str]:
+    """A new token: for ``project`` (created if needed), or with scope ``operator`` for none. Returns (id,
+    the token); the token is shown once, never stored."""
+    if (scope == "operator") != (project is None):
+        raise ValueError("an operator token belongs to no project; a read or write token to one")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with db.session(write=True) as session:
-        project_id = ensure_project(session, project)
+        project_id = None if project is None else ensure_project(session, project)
         row = models.ApiToken(
             project_id=project_id,
             name=name or f"{scope} token",
@@ -79,7 +90,7 @@ def create_token(db: Database, project: str, scope: Scope, name: str = "") -> tu
 
 def list_tokens(db: Database, project: str | None = None) -> list[dict[str, object]]:
     with db.session() as session:
-        query = select(models.ApiToken, models.Project.name).join(
+        query = select(models.ApiToken, models.Project.name).outerjoin(
             models.Project, models.Project.id == models.ApiToken.project_id
         )
         if project:
@@ -87,7 +98,7 @@ def list_tokens(db: Database, project: str | None = None) -> list[dict[str, obje
         return [
             {
                 "id": t.id,
-                "project": p,
+                "project": p if p is not None else "(every project)",
                 "name": t.name,
                 "scope": t.scope,
                 "prefix": t.prefix,
@@ -172,7 +183,7 @@ class Authenticator:
         with self.db.session() as session:
             row = session.execute(
                 select(models.ApiToken.scope, models.ApiToken.project_id, models.Project.name)
-                .join(models.Project, models.Project.id == models.ApiToken.project_id)
+                .outerjoin(models.Project, models.Project.id == models.ApiToken.project_id)
                 .where(models.ApiToken.token_hash == key, models.ApiToken.revoked_at.is_(None))
             ).first()
         principal = Principal(row[1], row[2], row[0]) if row is not None else None  # type: ignore[arg-type]
@@ -184,8 +195,12 @@ class Authenticator:
 
 
 def check_project(principal: Principal | None, project: str, *, write: bool) -> None:
-    """Refuse access to another project's resources, and writes with a read token."""
+    """Refuse access to another project's resources, and writes with a read or operator token."""
     if principal is None:
+        return
+    if principal.operator:
+        if write:
+            raise ForbiddenError("an operator token reads every project and writes none")
         return
     if principal.project != project:
         raise ForbiddenError(f"this token belongs to project {principal.project!r}, not {project!r}")
@@ -196,6 +211,10 @@ def check_project(principal: Principal | None, project: str, *, write: bool) -> 
 def check_run(auth: Authenticator, principal: Principal | None, run_id: int, *, write: bool) -> None:
     """As :func:`check_project`, for the project that owns run ``run_id``."""
     if principal is None:
+        return
+    if principal.operator:
+        if write:
+            raise ForbiddenError("an operator token reads every project and writes none")
         return
     if write and principal.scope != "write":
         raise ForbiddenError(f"this token of project {principal.project!r} is read-only")
