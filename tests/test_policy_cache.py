@@ -57,3 +57,19 @@ def test_the_cache_keeps_the_most_recently_used_policies() -> None:
     reparsed = cache.of(second)  # parsed again, and now it is 3 that goes
     assert cache.of(second) is reparsed
     assert len(cache) == 2
+
+
+def test_ingest_fills_the_apps_cache_and_parses_each_runs_policy_once(tmp_path: Path) -> None:
+    """The cache has a length, so an empty one is falsy: ingest once tested it for truth, and an empty
+    cache never filled; every batch parsed its run's policy and built its rules again."""
+    policy = {"monitor": "acc", "mode": "max", "rules": [{"rule": "patience", "patience": 5}]}
+    with _app(tmp_path) as client:
+        run = client.post("/api/v1/runs", json={"project": "p", "policy": policy}).json()
+        cache = client.app.state.ingest_services.policies  # type: ignore[attr-defined]
+        for step in range(3):
+            points = [{"key": "acc", "step": step, "value": 0.5}]
+            answer = client.post(
+                f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": f"b{step}", "points": points}
+            )
+            assert answer.status_code == 200, answer.text
+            assert len(cache) == 1

@@ -98,7 +98,8 @@ def _ingest_in(
     fresh = _store_new_points(session, run_id, key_ids, gathered)
     rung_view.record(session, run, fresh)
     accepted = sum(len(points) for points in fresh.values())
-    policy = None if run.policy is None else (policies.of(run) if policies else _parse(run))
+    # "is not None": the cache has a length, and an empty one is falsy; it would never fill.
+    policy = None if run.policy is None else (policies.of(run) if policies is not None else _parse(run))
     stopped_before = run.stop_step
     judged = judge(session, run, policy, key_ids, fresh, now)
     if run.status != "running" and (accepted or run.stop_step != stopped_before):
@@ -106,7 +107,8 @@ def _ingest_in(
         cohort_view.refresh(session, run)
     duplicates = batch.size() - accepted
     _note_batch(session, db, run, batch.batch_id, (accepted, duplicates), now, judged.deliveries > 0)
-    session.flush()  # what else the rules changed (webhook deliveries), if anything
+    if judged.deliveries:
+        session.flush()  # the webhook deliveries the rules queued (autoflush is off)
     decision, to_remember = _latest_decision(session, run, judged.decisions, latest)
     result = IngestResult(
         accepted=accepted,
