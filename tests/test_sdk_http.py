@@ -198,7 +198,7 @@ def test_the_client_reads_a_long_history_in_packed_pages(tracker: TrackerProcess
         run = client.create_run({"project": "http"})
         values = [math.sin(step) for step in range(2_500)]
         values[7], values[1_500], values[2_499] = math.nan, math.inf, -math.inf
-        walls = [1e9 + step for step in range(2_500)]
+        walls = [time.time() + step / 1000 for step in range(2_500)]
         steps = list(range(0, 5_000, 2))
         client.send_series(
             run["id"], "b", [{"key": "k", "steps": steps, "values": values, "wall_times": walls}]

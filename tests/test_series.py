@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,12 @@ from tests.conftest import create_run
 
 # No server process needed: the `client` fixture is the tracker's app in this process.
 pytestmark = pytest.mark.in_process
+
+
+def _walls(steps: list[int], t0: float | None = None) -> list[float]:
+    """Wall times the tracker keeps as sent: the trainer's clock now, a millisecond a step."""
+    base = time.time() if t0 is None else t0
+    return [base + step / 1000 for step in steps]
 
 
 @settings(max_examples=200, deadline=None)
@@ -139,19 +146,26 @@ def _ingest_awkward_series(url: str) -> dict[tuple, tuple]:
                     values[i] = math.nan
                 elif step % 101 == 0:
                     values[i] = math.inf if step % 2 else -math.inf
+            walls = _walls(steps)
             batch = MetricBatch.model_validate(
                 {
                     "batch_id": f"b{number}",
                     "series": [
-                        {"key": "loss", "rank": rank, "steps": steps, "values": values, "wall_times": steps}
+                        {
+                            "key": "loss",
+                            "rank": rank,
+                            "steps": steps,
+                            "values": values,
+                            "wall_times": walls,
+                        }
                         for rank in (0, 1)
                     ],
                 }
             )
             ingest.ingest(database, keys, run.id, batch)
             for rank in (0, 1):
-                for step, value in zip(steps, values, strict=True):
-                    sent.setdefault((rank, step), (value, float(step)))
+                for step, value, wall in zip(steps, values, walls, strict=True):
+                    sent.setdefault((rank, step), (value, wall))
     finally:
         database.dispose()
     return sent
@@ -204,6 +218,7 @@ def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> 
     span = math.ceil(n / BLOCK_STEPS)  # blocks from the first to the last
     bucket_of = (np.arange(n) // BLOCK_STEPS) * buckets // span
     values[bucket_of == 1] = math.nan  # a bucket of nothing but NaN
+    t0 = time.time()
     for start in reversed(range(0, n, 10_000)):  # newest first: the summaries are merged, not appended
         steps = list(range(start, start + 10_000))
         body = {
@@ -213,7 +228,7 @@ def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> 
                     "key": "long",
                     "steps": steps,
                     "values": [float(values[s]) for s in steps],
-                    "wall_times": steps,
+                    "wall_times": _walls(steps, t0),
                 }
             ],
         }
@@ -241,7 +256,7 @@ def test_a_long_curve_downsamples_from_block_summaries(client: httpx.Client) -> 
     by_step = {point["step"]: point for point in page["points"]}
     assert by_step[int(np.flatnonzero(bucket_of == 1)[0])]["value"] == "NaN"
     assert by_step[40_000]["value"] == -1e9
-    assert by_step[17_777]["wall_time"] == 17_777
+    assert by_step[17_777]["wall_time"] == _walls([17_777], t0)[0]
 
 
 def test_buckets_of_block_summaries_take_the_earliest_extreme_and_never_a_nan_block() -> None:
