@@ -45,9 +45,8 @@ class Tokens(torch.utils.data.Dataset):  # type: ignore[misc]
         return {"input_ids": self.ids[index], "attention_mask": torch.ones(8), "labels": self.labels[index]}
 
 
-def _trainer(
-    output: Path, callback: PlateauCallback, max_steps: int = 40, *, ddp: bool = False, logging_steps: int = 2
-) -> Any:
+def tiny_bert() -> Any:
+    """A one-layer BERT built from a config on CPU, seeded (nothing is downloaded)."""
     config = transformers.BertConfig(
         vocab_size=50,
         hidden_size=16,
@@ -58,22 +57,36 @@ def _trainer(
         num_labels=2,
     )
     torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config)
-    args = transformers.TrainingArguments(
-        output_dir=str(output),
-        max_steps=max_steps,
-        per_device_train_batch_size=8,
-        eval_strategy="steps",
-        eval_steps=EVAL_STEPS,
-        logging_steps=logging_steps,
-        save_strategy="no",  # every checkpoint below is one Plateau asked for
-        learning_rate=1e-3,
-        report_to=[],
-        use_cpu=True,
-        disable_tqdm=True,
-        load_best_model_at_end=False,
+    return transformers.BertForSequenceClassification(config)
+
+
+def _trainer(
+    output: Path,
+    callback: PlateauCallback,
+    max_steps: int = 40,
+    *,
+    ddp: bool = False,
+    logging_steps: int = 2,
+    **overrides: Any,
+) -> Any:
+    model = tiny_bert()
+    arguments: dict[str, Any] = {
+        "output_dir": str(output),
+        "max_steps": max_steps,
+        "per_device_train_batch_size": 8,
+        "eval_strategy": "steps",
+        "eval_steps": EVAL_STEPS,
+        "logging_steps": logging_steps,
+        "save_strategy": "no",  # every checkpoint below is one Plateau asked for
+        "learning_rate": 1e-3,
+        "report_to": [],
+        "use_cpu": True,
+        "disable_tqdm": True,
+        "load_best_model_at_end": False,
         **({"ddp_backend": "gloo"} if ddp else {}),
-    )
+        **overrides,
+    }
+    args = transformers.TrainingArguments(**arguments)
     return transformers.Trainer(
         model=model, args=args, train_dataset=Tokens(64, 0), eval_dataset=Tokens(16, 1), callbacks=[callback]
     )
@@ -169,3 +182,115 @@ def test_every_process_of_a_distributed_training_stops_and_saves_alike(
     assert sorted(p.name for p in output.glob("checkpoint-*")) == [f"checkpoint-{EVAL_STEPS}"]
     runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"experiment": output.name}).json()["data"]
     assert [(r["world_size"], r["status"], r["stop_step"]) for r in runs] == [(2, "stopped", 3 * EVAL_STEPS)]
+
+
+def readme_block(marker: str) -> str:
+    """The README's Python block that holds ``marker``, as written."""
+    text = (REPO / "README.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+    [block] = [block for block in blocks if marker in block]
+    return block
+
+
+# The README's arguments are a user's, who has an accelerator (this machine has none).
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true:UserWarning")
+def test_the_readme_snippet_as_written_loads_plateaus_best_and_stops_at_its_stop(
+    tracker: TrackerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's Hugging Face block, run as written in a folder of its own on a tiny BERT: the
+    Trainer saves every epoch and keeps the best by its own lights, yet the model it holds at the end is
+    the checkpoint Plateau named, and it stops where Plateau's stop came (or runs its course)."""
+    monkeypatch.setenv("PLATEAU_URL", tracker.url)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {
+        "model": tiny_bert(),
+        "train": Tokens(64, 0),
+        "val": Tokens(16, 1),
+    }
+    exec(compile(readme_block("integrations.transformers"), "README.md", "exec"), namespace)
+    trainer = namespace["trainer"]
+    [callback] = [c for c in trainer.callback_handler.callbacks if isinstance(c, PlateauCallback)]
+    run_id = _run_id(tracker, tmp_path / "out")
+    decisions = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}/decisions").json()["data"]
+    checkpoints = [d["step"] for d in decisions if d["action"] == "checkpoint"]
+    stops = [d["step"] for d in decisions if d["action"] == "stop"]
+    assert checkpoints, "Plateau named no best checkpoint"
+    best = checkpoints[-1]
+    assert callback.best_checkpoint == str(Path("out") / f"checkpoint-{best}")
+    assert trainer.state.best_model_checkpoint == callback.best_checkpoint
+    assert trainer.state.global_step == (stops[0] if stops else trainer.state.max_steps)
+    saved = _weights(tmp_path / "out" / f"checkpoint-{best}")
+    loaded = {name: tensor.detach() for name, tensor in trainer.model.state_dict().items()}
+    assert saved.keys() <= loaded.keys()
+    assert all(torch.equal(saved[name], loaded[name]) for name in saved)
+
+
+def _run_id(tracker: TrackerProcess, output: Path) -> int:
+    run_key = json.loads((output / RUN_FILE).read_text())["run_key"]
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "nlp", "limit": 1000}).json()["data"]
+    (run,) = [r for r in runs if r["run_key"] == run_key]
+    return int(run["id"])
+
+
+def _weights(checkpoint: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(str(checkpoint / "model.safetensors"))
+
+
+def test_required_arguments_are_checked_when_the_callback_is_made() -> None:
+    with pytest.raises(TypeError, match="needs project="):
+        PlateauCallback()
+    with pytest.raises(TypeError, match="does not take: projet"):
+        PlateauCallback(project="nlp", projet="typo")
+    with pytest.raises(TypeError, match="sets planned_steps itself"):
+        PlateauCallback(project="nlp", planned_steps=10)
+
+
+def test_the_best_model_loaded_at_the_end_is_the_one_plateau_named(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """The Trainer saves every evaluation and picks its own best (the lowest eval_loss); Plateau's best is
+    the first evaluation (no later one beats it by min_delta). Before, the Trainer's pick won: it is
+    written before the callback's on_save, which set Plateau's only at Plateau's own checkpoints."""
+    output = tmp_path / "out"
+    callback = _callback(tracker)
+    trainer = _trainer(
+        output,
+        callback,
+        max_steps=5 * EVAL_STEPS,
+        save_strategy="steps",
+        save_steps=EVAL_STEPS,
+        load_best_model_at_end=True,
+    )
+    trainer.train()
+    best = output / f"checkpoint-{EVAL_STEPS}"
+    assert trainer.state.best_model_checkpoint == str(best)
+    saved = _weights(best)
+    loaded = trainer.model.state_dict()
+    assert all(torch.equal(saved[name], loaded[name]) for name in saved)
+
+
+def test_the_trainers_metric_for_best_model_and_run_name_are_honoured(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """No monitor given: the run judges the Trainer's metric_for_best_model, in its direction, under its
+    run_name (before: eval_loss, minimised, under a generated name)."""
+    callback = PlateauCallback(project="hf", experiment="honoured", rules=RULES, url=tracker.url)
+    trainer = _trainer(
+        tmp_path / "out",
+        callback,
+        max_steps=2 * EVAL_STEPS,
+        metric_for_best_model="accuracy",
+        greater_is_better=True,
+        run_name="tiny-bert-lr1e-3",
+    )
+    trainer.compute_metrics = lambda p: {"accuracy": float((p.predictions.argmax(-1) == p.label_ids).mean())}
+    trainer.train()
+    run_key = json.loads((tmp_path / "out" / RUN_FILE).read_text())["run_key"]
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "hf", "limit": 1000}).json()["data"]
+    (run,) = [r for r in runs if r["run_key"] == run_key]
+    assert run["name"] == "tiny-bert-lr1e-3"
+    assert (run["policy"]["monitor"], run["policy"]["mode"]) == ("eval_accuracy", "max")
+    keys = httpx.get(f"{tracker.url}/api/v1/runs/{run['id']}/keys").json()["keys"]
+    assert "eval_accuracy" in keys

@@ -31,6 +31,7 @@ import keras  # type: ignore[import-untyped]  # keras ships no type information
 import plateau_tracker as plateau
 from plateau_tracker._decision import Decision
 from plateau_tracker._types import ModeChoice
+from plateau_tracker.integrations._arguments import check_run_arguments
 
 logger = logging.getLogger("plateau")
 
@@ -53,6 +54,7 @@ class PlateauCallback(keras.callbacks.Callback):  # type: ignore[misc]  # an unt
         finish: bool = True,
         **init_kwargs: Any,
     ) -> None:
+        check_run_arguments("PlateauCallback", run, {"monitor": monitor, **init_kwargs})
         super().__init__()
         self.run = run
         self._owns_run = run is None

@@ -41,6 +41,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 import plateau_tracker as plateau
 from plateau_tracker._decision import Decision
 from plateau_tracker._types import ModeChoice
+from plateau_tracker.integrations._arguments import check_run_arguments
 
 logger = logging.getLogger("plateau")
 
@@ -65,22 +66,26 @@ _TRAINING_DONE = "train_runtime"
 class PlateauCallback(TrainerCallback):
     """Plateau's decisions for a ``transformers.Trainer``. Give an existing ``run``, or the keyword
     arguments of :func:`plateau.init` (``project``, ``experiment``, ``name``, ``rules``, ``url`` ...; the run
-    is then created at ``on_train_begin`` and finished at ``on_train_end``). ``config`` defaults to the main
+    is then created at ``on_train_begin`` and finished at ``on_train_end``; a missing ``project`` is a
+    ``TypeError`` here). ``monitor``/``mode`` default to the Trainer's ``metric_for_best_model`` and
+    ``greater_is_better`` (else ``eval_loss``), ``name`` to its ``run_name``, and ``config`` to the main
     training arguments."""
 
     def __init__(
         self,
         run: plateau.Run | None = None,
         *,
-        monitor: str = "eval_loss",
-        mode: ModeChoice = "auto",
+        monitor: str | None = None,
+        mode: ModeChoice | None = None,
         config: Mapping[str, Any] | None = None,
         finish: bool = True,
         **init_kwargs: Any,
     ) -> None:
+        check_run_arguments("PlateauCallback", run, {"monitor": monitor, **init_kwargs})
         self.run = run
         self._owns_run = run is None
-        self._init: dict[str, Any] = {"monitor": monitor, "mode": mode, **init_kwargs}
+        self._init: dict[str, Any] = dict(init_kwargs)
+        self._monitor, self._mode = monitor, mode
         self._config = config
         self.monitor = monitor if run is None else run.monitor
         self.finish_run = finish
@@ -98,8 +103,13 @@ class PlateauCallback(TrainerCallback):
         if self.run is not None:
             return
         config = dict(self._config) if self._config is not None else _hyperparameters(args)
+        monitor, mode = _monitored(self._monitor, self._mode, args)
+        if "name" not in self._init and args.run_name and args.run_name != args.output_dir:
+            self._init["name"] = args.run_name
         self.run = plateau.init(
             config=config,
+            monitor=monitor,
+            mode=mode,
             planned_steps=state.max_steps or None,
             run_key=self._init.pop("run_key", None) or _run_key(args, state),
             **self._init,
@@ -176,7 +186,10 @@ class PlateauCallback(TrainerCallback):
     ) -> None:
         if self._saving_step is not None and self._saving_step == state.global_step:
             self.best_checkpoint = os.path.join(args.output_dir or ".", f"checkpoint-{state.global_step}")
-            # What load_best_model_at_end loads at the end, and what checkpoint rotation keeps.
+        if self.best_checkpoint is not None:
+            # What load_best_model_at_end loads at the end, and what checkpoint rotation keeps: Plateau's
+            # best, set again at every save, since the Trainer's own pick (its metric, its comparison) is
+            # written before this callback runs and would otherwise win.
             state.best_model_checkpoint = self.best_checkpoint
         self._saving_step = None
 
@@ -198,6 +211,21 @@ class PlateauCallback(TrainerCallback):
         if self._owns_run and self.finish_run:
             run.finish("stopped" if self.stop_decision is not None else "finished")
             self.run = None
+
+
+def _monitored(
+    monitor: str | None, mode: ModeChoice | None, args: TrainingArguments
+) -> tuple[str, ModeChoice]:
+    """The key judged and its direction: as given, else the Trainer's own ``metric_for_best_model`` (as
+    its evaluation logs it, ``eval_`` first) and ``greater_is_better``, else ``eval_loss``."""
+    metric = getattr(args, "metric_for_best_model", None)
+    if monitor is None:
+        monitor = (metric if metric.startswith("eval_") else f"eval_{metric}") if metric else "eval_loss"
+    if mode is None:
+        greater = getattr(args, "greater_is_better", None)
+        named = metric and monitor in (metric, f"eval_{metric}")
+        mode = ("max" if greater else "min") if named and greater is not None else "auto"
+    return monitor, mode
 
 
 def _hyperparameters(args: TrainingArguments) -> dict[str, Any]:
