@@ -85,6 +85,10 @@ def resolve_mode(monitor: str, mode: ModeChoice) -> Mode:
     """``mode`` itself when it is ``min`` or ``max`` (with a warning when the name says the other way); for
     ``auto``, the direction the name says (see :func:`infer_mode`), else ``min`` with a warning naming the
     monitor (judged as a loss, as before ``auto`` existed)."""
+    if mode not in ("min", "max", "auto"):
+        raise ValueError(
+            f"mode={mode!r} is not one of 'min' (a loss), 'max' (an accuracy) or 'auto' (read from the name)"
+        )
     inferred = infer_mode(monitor)
     if mode != "auto":
         if inferred is not None and inferred != mode:

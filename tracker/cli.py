@@ -255,7 +255,9 @@ def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "run the tracker refuses stays in the spool until corrected (--policy, --experiment) or dropped.",
     )
     sync.add_argument("--spool", help="spool folder (default $PLATEAU_HOME/spool)")
-    sync.add_argument("--url", help="tracker URL (default: the one each run was logging to)")
+    sync.add_argument(
+        "--url", help="tracker URL (default: $PLATEAU_URL, else the one each run was logging to)"
+    )
     sync.add_argument(
         "--drop", action="append", metavar="RUN_KEY", help="delete this run's spool unsent (repeatable)"
     )
@@ -311,7 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     the user's input are one line on stderr and exit code 1, never a traceback."""
     from plateau_tracker.server.processes import exit_on_signals
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if not arguments:  # bare `plateau`: what it can do, as `git` and `docker` answer
+        parser.print_help()
+        return 0
+    args = parser.parse_args(arguments)
     missing = _missing_server(args.command)
     if missing is not None:
         print(missing, file=sys.stderr)

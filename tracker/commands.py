@@ -288,7 +288,10 @@ def sync_command(args: argparse.Namespace) -> int:
     try:
         rehome = _rehoming(args)
         report = plateau.sync(
-            Path(args.spool) if args.spool else None, url=args.url, drop=set(args.drop or []), rehome=rehome
+            Path(args.spool) if args.spool else None,
+            url=args.url or os.environ.get("PLATEAU_URL"),
+            drop=set(args.drop or []),
+            rehome=rehome,
         )
     except ValueError as exc:
         print(f"plateau sync: {exc}", file=sys.stderr)

@@ -1,0 +1,63 @@
+"""The CLI behaves like its peers: bare ``plateau`` prints its help, a wrong ``mode`` is one clear error,
+and ``plateau sync`` honours ``$PLATEAU_URL``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import httpx
+import pytest
+
+import plateau_tracker as plateau
+from tests._server import TrackerProcess, free_port
+
+
+def _plateau(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "plateau_tracker", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_bare_plateau_prints_its_help() -> None:
+    out = _plateau()
+    assert out.returncode == 0
+    assert out.stdout.startswith("usage: plateau")
+    assert "serve" in out.stdout
+    assert "dashboard" in out.stdout
+    assert out.stderr == ""
+
+
+def test_a_mode_that_is_not_one_is_one_error_and_no_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # before: a UserWarning that it is "judged as asked", then the error
+        with pytest.raises(ValueError, match="mode='minimize' is not one of 'min'"):
+            plateau.init(project="x", monitor="val/loss", mode="minimize", url="http://127.0.0.1:1", wait=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_sync_sends_to_plateau_url(plateau_home: Path, tmp_path: Path) -> None:
+    """A run spooled while logging to one address (nothing listens there) goes to ``$PLATEAU_URL``."""
+    run = plateau.init(
+        project="moved", experiment="sync-env", url=f"http://127.0.0.1:{free_port()}", wait=0.2
+    )
+    for step in range(20):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+    assert run.finish(timeout=2) == 0
+    server = TrackerProcess(tmp_path / "server")
+    try:
+        out = _plateau("sync", env={"PLATEAU_URL": server.url})
+        assert out.returncode == 0, out.stderr
+        assert "20 points" in out.stdout
+        runs = httpx.get(f"{server.url}/api/v1/runs", params={"experiment": "sync-env"}).json()["data"]
+        assert len(runs) == 1
+    finally:
+        server.stop()
