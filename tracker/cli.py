@@ -53,6 +53,11 @@ def _add_serve(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
     serve.add_argument(
         "--insecure", action="store_true", help="allow a non-loopback address with no API token configured"
     )
+    serve.add_argument(
+        "--no-upgrade",
+        action="store_true",
+        help="leave an empty PostgreSQL database empty (by default serve creates the schema in it)",
+    )
     serve.set_defaults(handler=commands.serve_command)
 
 
@@ -327,11 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     remote_errors: tuple[type[Exception], ...] = (TrackerError,)
     try:
+        from plateau_tracker.server.db.prepare import DatabaseUnavailableError, SchemaOutOfDateError
         from plateau_tracker.server.discovery import TrackerUnavailableError
 
-        remote_errors += (TrackerUnavailableError,)
+        remote_errors += (TrackerUnavailableError, DatabaseUnavailableError, SchemaOutOfDateError)
     except ImportError:  # a slim install runs `sync` alone, which needs no tracker code
         pass
+    database_errors = _database_errors()
     try:
         with exit_on_signals():  # SIGTERM/SIGHUP unwind like Ctrl-C: the children a command started stop
             result: int = args.handler(args)
@@ -341,6 +348,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except remote_errors as exc:
         print(f"plateau {args.command}: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except database_errors as exc:  # a command that opens the store itself (db, token)
+        from plateau_tracker.server.db.prepare import explain
+
+        url = commands.settings_of(args).resolved_database_url()
+        print(f"plateau {args.command}: {explain(exc, url)}", file=sys.stderr)
+        return 1
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """The store's errors a command explains in one line (none on a slim install without SQLAlchemy)."""
+    try:
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+    except ImportError:
+        return ()
+    return (OperationalError, NoSuchModuleError, ArgumentError)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from plateau_tracker.server.config import Settings
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The server settings a command runs with: the environment's, with its --home, --database-url, --host
+    and --port over them."""
     from plateau_tracker.server.config import Settings
 
     overrides = {
@@ -32,9 +34,12 @@ def serve_command(args: argparse.Namespace) -> int:
     from plateau_tracker.server.serve import serve
     from plateau_tracker.server.services.auth import any_tokens, is_loopback
 
-    settings = _settings(args)
+    settings = settings_of(args)
+    # Before any worker starts: a database that cannot be used is one line here, not a traceback per
+    # worker; an empty PostgreSQL database is upgraded as SQLite is (unless --no-upgrade).
+    if prepare_schema(settings.resolved_database_url(), upgrade_empty=not args.no_upgrade):
+        print("plateau serve: the empty PostgreSQL database now has the tracker's schema", flush=True)
     if not is_loopback(settings.host) and not args.insecure:
-        prepare_schema(settings.resolved_database_url())
         database = Database(settings.resolved_database_url())
         try:
             protected = any_tokens(database)
@@ -81,7 +86,7 @@ def token_command(args: argparse.Namespace) -> int:
     from plateau_tracker.server.errors import NotFoundError
     from plateau_tracker.server.services import auth
 
-    url = _settings(args).resolved_database_url()
+    url = settings_of(args).resolved_database_url()
     prepare_schema(url)
     database = Database(url)
     try:
@@ -124,7 +129,7 @@ def db_command(args: argparse.Namespace) -> int:
     from plateau_tracker.server.db import migrate
     from plateau_tracker.server.db.engine import make_engine
 
-    url = _settings(args).resolved_database_url()
+    url = settings_of(args).resolved_database_url()
     if args.db_command == "upgrade":
         migrate.upgrade(url, args.revision)
     elif args.db_command == "downgrade":
@@ -140,7 +145,7 @@ def db_command(args: argparse.Namespace) -> int:
 def demo_command(args: argparse.Namespace) -> int:
     from plateau_tracker.server.demo import run_demo
 
-    return run_demo(_settings(args), url=args.url, epochs=args.epochs, seed=args.seed, policy=args.policy)
+    return run_demo(settings_of(args), url=args.url, epochs=args.epochs, seed=args.seed, policy=args.policy)
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -173,7 +178,7 @@ def dashboard_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    settings = _settings(args)
+    settings = settings_of(args)
     # The package, wherever it is installed (a wheel, or a checkout installed with -e).
     import plateau_tracker.dashboard as dashboard
 
@@ -314,7 +319,7 @@ def _tracker_url(args: argparse.Namespace) -> contextlib.AbstractContextManager[
     if none runs."""
     from plateau_tracker.server.discovery import tracker_for
 
-    return tracker_for(_settings(args), args.url or os.environ.get("PLATEAU_URL"))
+    return tracker_for(settings_of(args), args.url or os.environ.get("PLATEAU_URL"))
 
 
 def _needs_tensorboard(command: str) -> bool:

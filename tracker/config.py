@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from plateau_tracker.server.db.urls import normalized_url
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 
@@ -50,9 +52,10 @@ class Settings(BaseSettings):
     webhook_allow: str = ""
 
     def resolved_database_url(self) -> str:
-        """The configured database URL, or the embedded SQLite file under ``home``."""
+        """The configured database URL (``postgres://`` read as ``postgresql+psycopg://``), or the embedded
+        SQLite file under ``home``."""
         if self.database_url:
-            return self.database_url
+            return normalized_url(self.database_url)
         return f"sqlite:///{self.home.expanduser() / 'plateau.db'}"
 
     def is_sqlite(self) -> bool:
