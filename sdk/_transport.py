@@ -245,15 +245,19 @@ class Transport:
         experiment: str | None = None,
         statuses: Sequence[str] = (),
         name: str | None = None,
+        tags: Sequence[str] = (),
         limit: int = 100,
         before: int | None = None,
     ) -> dict[str, Any]:
         """One page of runs, newest first: ``{data, count, next}``. Pass ``next`` back as ``before`` for
-        the following page; ``count`` is how many runs the filters match in all."""
+        the following page; ``count`` is how many runs the filters match in all (``tags``: runs holding
+        every one)."""
         params: dict[str, Any] = {"project": project, "experiment": experiment, "name": name, "limit": limit}
         params = {k: v for k, v in params.items() if v is not None}
         if statuses:
             params["status"] = list(statuses)
+        if tags:
+            params["tag"] = list(tags)
         if before is not None:
             params["before"] = before
         page: dict[str, Any] = self._request("GET", "/api/v1/runs", params=params)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from plateau_tracker.server.db.engine import Database
@@ -14,6 +15,7 @@ from plateau_tracker.server.schemas.runs import RunCreate, RunFinish
 from plateau_tracker.server.services import projects, runs
 from plateau_tracker.server.services.ingest import ingest
 from plateau_tracker.server.services.keys import KeyCache
+from tests.conftest import create_run
 
 POLICY = {
     "monitor": "v",
@@ -32,7 +34,13 @@ def database(store_url: str) -> Iterator[Database]:
     for index in range(40):
         created = runs.create_or_join(
             db,
-            RunCreate(project="p", experiment="e" if index % 2 else "f", name=f"run-{index}", policy=POLICY),
+            RunCreate(
+                project="p",
+                experiment="e" if index % 2 else "f",
+                name=f"run-{index}",
+                policy=POLICY,
+                tags=[t for t, every in (("even", 2), ("third", 3), ('q"uote%', 5)) if index % every == 0],
+            ),
         )
         values = [1.0, 0.5, 0.6, 0.7, 0.8][: 1 + index % 5]
         points = [{"key": "v", "step": step + 1, "value": value} for step, value in enumerate(values)]
@@ -115,3 +123,28 @@ def test_projects_list_each_experiment_with_its_run_count(database: Database) ->
     }
     assert [p.name for p in projects.list_projects(database, project="p").data] == ["p"]
     assert projects.list_projects(database, project="none").data == []
+
+
+def test_tags_filter_in_the_database_every_one_named(database: Database) -> None:
+    """Before, ``?tag=x`` answered every run: the parameter did not exist, and was ignored."""
+    assert runs.list_runs(database, tags=["even"]).count == 20
+    assert runs.list_runs(database, tags=["even", "third"]).count == 7  # 0, 6, 12, ..., 36
+    assert {run.name for run in runs.list_runs(database, tags=['q"uote%']).data} == {
+        f"run-{i}" for i in range(0, 40, 5)
+    }
+    assert runs.list_runs(database, tags=["quote"]).count == 0  # a tag is matched whole, not in part
+    assert runs.list_runs(database, tags=["nowhere"]).count == 0
+
+
+def test_the_runs_route_filters_by_tag_and_refuses_an_unknown_filter(app_client: TestClient) -> None:
+    tagged = create_run(app_client, project="tagged", tags=["baseline", "lr-sweep"])
+    create_run(app_client, project="tagged", tags=["lr-sweep"])
+    found = app_client.get(
+        "/api/v1/runs", params={"project": "tagged", "tag": ["baseline", "lr-sweep"]}
+    ).json()
+    assert [run["id"] for run in found["data"]] == [tagged["id"]]
+    for wrong in ({"tags": "baseline"}, {"project": "tagged", "stauts": "running"}):
+        answer = app_client.get("/api/v1/runs", params=wrong)
+        assert answer.status_code == 422, answer.text
+        [name] = set(wrong) - {"project"}
+        assert answer.json()["detail"][0]["loc"] == ["query", name]

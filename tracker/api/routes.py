@@ -118,8 +118,30 @@ def create_run(
     return run
 
 
+_RUN_FILTERS = frozenset({"project", "experiment", "status", "name", "tag", "limit", "offset", "before"})
+
+
+def refuse_unknown_parameters(request: Request, known: frozenset[str]) -> None:
+    """A 422 naming a query parameter the route does not take: a filter misspelt (``?tags=x``) must not
+    answer every run as if it had matched."""
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ("query", name),
+                    "msg": f"unknown parameter; this route takes {', '.join(sorted(known))}",
+                    "input": request.query_params.get(name),
+                }
+                for name in unknown
+            ]
+        )
+
+
 @router.get("/runs", tags=["runs"])
 def list_runs(
+    request: Request,
     database: DatabaseDep,
     principal: PrincipalDep,
     project: Annotated[Text | None, Query(max_length=200)] = None,
@@ -128,6 +150,10 @@ def list_runs(
         list[RunStatus] | None, Query(description="runs in any of these statuses (repeat the parameter)")
     ] = None,
     name: Annotated[Text | None, Query(max_length=200, description="runs whose name contains this")] = None,
+    tag: Annotated[
+        list[Annotated[Text, Query(max_length=200)]] | None,
+        Query(max_length=20, description="runs holding this tag (repeat the parameter: every one)"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=MAX_STEP)] = 0,
     before: Annotated[
@@ -136,6 +162,7 @@ def list_runs(
 ) -> RunsPublic:
     """Runs, newest first, each with its latest decision; a project token sees its own project's runs only,
     an operator token every project's."""
+    refuse_unknown_parameters(request, _RUN_FILTERS)
     if principal is not None and principal.project is not None:
         check_project(principal, project or principal.project, write=False)
         project = principal.project
@@ -145,6 +172,7 @@ def list_runs(
         experiment=experiment,
         status=status,
         name=name,
+        tags=tag or (),
         limit=limit,
         offset=offset,
         before=before,

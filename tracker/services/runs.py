@@ -6,7 +6,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, cast, exists, func, literal, select
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from plateau_tracker.server.db import models
@@ -123,11 +124,13 @@ def list_runs(
     experiment: str | None = None,
     status: Sequence[str] | None = None,
     name: str | None = None,
+    tags: Sequence[str] = (),
     limit: int = 100,
     offset: int = 0,
     before: int | None = None,
 ) -> RunsPublic:
-    """Runs, newest first, filtered by project, experiment, statuses and a part of the name; ``count`` is
+    """Runs, newest first, filtered by project, experiment, statuses, a part of the name and tags (a run
+    holding every one of ``tags``), each in SQL; ``count`` is
     the total matched. ``before`` (a run id, the last page's ``next``) reads the page after it by key,
     which costs the same on page 1 and page 100 (``offset`` walks past every skipped run).
 
@@ -147,6 +150,8 @@ def list_runs(
         query = query.where(run.status.in_(status))
     if name is not None:
         query = query.where(func.lower(run.name).contains(name.lower(), autoescape=True))
+    for tag in tags:
+        query = query.where(_has_tag(db, tag))
     with db.session() as session:
         count = session.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         page = query.order_by(run.id.desc()).limit(limit)
@@ -159,6 +164,15 @@ def list_runs(
         ]
     following = data[-1].id if len(data) == limit else None
     return RunsPublic(data=data, count=count, next=following)
+
+
+def _has_tag(db: Database, tag: str) -> ColumnElement[bool]:
+    """The run's tags (a JSON list) hold ``tag``: SQLite walks the list with ``json_each``, PostgreSQL
+    asks ``@>`` of it as JSONB."""
+    if db.is_sqlite:
+        item = func.json_each(models.Run.tags).table_valued("value").alias("tag_item")
+        return exists(select(literal(1)).select_from(item).where(item.c.value == tag))
+    return cast(models.Run.tags, JSONB).contains([tag])
 
 
 def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
