@@ -34,6 +34,21 @@ def default_rules() -> list[dict[str, Any]]:
     return rules
 
 
+def preset_rules(name: str) -> list[dict[str, Any]]:
+    """The rules of the tracker's preset ``name`` (``default``, ``default-sweep``, ``median``,
+    ``patience-K``), as it wrote them into ``policy_shape.json``; ``ValueError`` naming the presets."""
+    presets: dict[str, list[dict[str, Any]]] = _shape()["preset_rules"]
+    if name in presets and name != "patience-K":
+        return [dict(rule) for rule in presets[name]]
+    prefix, _, count = name.partition("-")
+    if prefix == "patience" and count.isdigit() and int(count) > 0:
+        return [
+            {**rule, "patience": int(count)} if rule.get("patience") == "K" else dict(rule)
+            for rule in presets["patience-K"]
+        ]
+    raise ValueError(f"unknown preset {name!r}; presets: {', '.join(sorted(presets))}")
+
+
 def check_policy(policy: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` naming every field of ``policy`` the tracker would refuse by its shape."""
     problems = _problems(policy)

@@ -61,3 +61,38 @@ def test_a_study_prunes_where_plateau_decides(
             assert (run["status"], run["stop_step"]) == ("finished", None)
         assert run["config"] == {"x": XS[number]}
     assert "trial 3 pruned (percentile)" in caplog.text
+
+
+def test_one_argument_is_enough_and_the_default_is_default_sweep(tracker: TrackerProcess) -> None:
+    """``pruner=PlateauPruner(project=...)`` alone: the runs judge the default-sweep preset (cross-run
+    pruning), and each trial's run is finished as its trial ended, without passing the pruner twice."""
+    name = f"one-arg-{uuid.uuid4().hex[:6]}"
+    pruner = PlateauPruner(project="optuna", url=tracker.url)
+    study = optuna.create_study(study_name=name, direction="minimize", pruner=pruner)
+
+    def objective(trial: optuna.Trial) -> float:
+        x = trial.suggest_float("x", -10, 10)
+        for step in range(3):
+            trial.report(x * x + 1.0 / (step + 1), step)
+            if trial.should_prune():
+                raise optuna.TrialPruned
+        return x * x
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study.optimize(objective, n_trials=4)
+    pruner.close()  # what the end of the process does: the last trial's run is finished too
+    runs = httpx.get(
+        f"{tracker.url}/api/v1/runs", params={"project": "optuna", "experiment": name, "limit": 100}
+    ).json()["data"]
+    assert len(runs) == 4
+    assert all(run["status"] in ("finished", "stopped") for run in runs), [r["status"] for r in runs]
+    rules = [rule["rule"] for rule in runs[0]["policy"]["rules"]]
+    assert {"percentile", "asha"} <= set(rules)  # default-sweep, not the single-run default
+
+
+def test_an_unknown_preset_is_refused_when_the_pruner_is_made() -> None:
+    with pytest.raises(ValueError, match="unknown preset 'defualt-sweep'"):
+        PlateauPruner(project="optuna", policy="defualt-sweep")
+    rules = PlateauPruner(project="optuna", policy="patience-7").rules
+    assert rules is not None
+    assert {"rule": "patience", "patience": 7} in rules

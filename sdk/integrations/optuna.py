@@ -2,18 +2,20 @@
 
     from plateau_tracker.integrations.optuna import PlateauPruner
 
-    pruner = PlateauPruner(project="search", rules=[{"rule": "percentile", "n_startup_runs": 5}])
-    study = optuna.create_study(direction="minimize", pruner=pruner)
-    study.optimize(objective, n_trials=50, callbacks=[pruner])  # the callback finishes each trial's run
+    study = optuna.create_study(direction="minimize", pruner=PlateauPruner(project="search"))
+    study.optimize(objective, n_trials=50)
 
 - **Each trial is a Plateau run** in the experiment named after the study (run key
   ``optuna-<study>-<trial number>``), so the dashboard shows the study's trials with their decisions.
 - **``trial.report(value, step)``** values are logged as ``value`` (the monitor; mode from the study's
   direction) when ``trial.should_prune()`` asks; ``should_prune()`` is the run's stop verdict on that
   step: its single-run rules and the experiment's cross-run rules (``percentile``, ``asha``).
-- **At a prune** the run stops with the rule's reason (the trial raises ``TrialPruned`` as usual); as a
-  study callback, the pruner finishes each trial's run with its end state (``finished``, ``stopped`` for a
-  pruned trial, ``failed``).
+- **The policy** is the ``default-sweep`` preset (the default rules, with cross-run pruning:
+  ``percentile`` and ``asha``) unless ``policy`` names another preset or ``rules`` gives the rules.
+- **At a prune** the run stops with the rule's reason (the trial raises ``TrialPruned`` as usual). Each
+  trial's run is finished with its end state (``finished``, ``stopped`` for a pruned trial, ``failed``)
+  when the next trial starts, and the last at the end of the process; passed also as a study callback
+  (``callbacks=[pruner]``), the pruner finishes each at once.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 import plateau_tracker as plateau
+from plateau_tracker._policy_check import preset_rules
 from plateau_tracker._types import FinalStatus
 
 logger = logging.getLogger("plateau")
@@ -40,15 +43,17 @@ _STATUS: dict[TrialState, FinalStatus] = {
 
 
 class PlateauPruner(optuna.pruners.BasePruner):
-    """Prunes a trial when Plateau decides its run should stop. ``rules``: the runs' policy (the
-    tracker's default when omitted); ``planned_steps``: the last step a trial reports, for budget-aware
-    rules; other keyword arguments go to :func:`plateau.init`."""
+    """Prunes a trial when Plateau decides its run should stop. ``policy``: a preset's name
+    (``default-sweep``, the default, prunes across trials; ``default``, ``median``, ``patience-K``);
+    ``rules``: the rules themselves, instead; ``planned_steps``: the last step a trial reports, for
+    budget-aware rules; other keyword arguments go to :func:`plateau.init`."""
 
     def __init__(
         self,
         *,
         project: str = "optuna",
         experiment: str | None = None,
+        policy: str = "default-sweep",
         rules: Sequence[Mapping[str, Any]] | None = None,
         url: str | None = None,
         planned_steps: int | None = None,
@@ -56,7 +61,7 @@ class PlateauPruner(optuna.pruners.BasePruner):
     ) -> None:
         self.project = project
         self.experiment = experiment
-        self.rules = rules
+        self.rules = list(rules) if rules is not None else preset_rules(policy)
         self.url = url
         self.planned_steps = planned_steps
         self.init_kwargs = init_kwargs
@@ -88,6 +93,7 @@ class PlateauPruner(optuna.pruners.BasePruner):
     def _run_of(self, study: optuna.Study, trial: FrozenTrial) -> plateau.Run:
         run = self._runs.get(trial.number)
         if run is None:
+            self._finish_ended(study)
             minimise = study.direction == optuna.study.StudyDirection.MINIMIZE
             run = self._runs[trial.number] = plateau.init(
                 project=self.project,
@@ -103,6 +109,24 @@ class PlateauPruner(optuna.pruners.BasePruner):
                 **self.init_kwargs,
             )
         return run
+
+    def close(self) -> None:
+        """Finish every run still open (the process's end does it too): ``stopped`` where Plateau stopped
+        it, else ``finished``."""
+        for number in list(self._runs):
+            run = self._runs.pop(number)
+            self._logged.pop(number, None)
+            run.finish()
+
+    def _finish_ended(self, study: optuna.Study) -> None:
+        """Finish the runs of trials that have ended (a pruner given only as ``pruner=`` is never called
+        back at a trial's end: a new trial is when it learns)."""
+        if not self._runs:
+            return
+        ended = study.get_trials(deepcopy=False, states=tuple(_STATUS))
+        for trial in ended:
+            if trial.number in self._runs:
+                self(study, trial)
 
 
 def _safe(name: str) -> str:

@@ -22,7 +22,12 @@ from pydantic import AliasChoices, BaseModel
 
 from plateau_tracker.server.policy._policy import PolicySpec
 from plateau_tracker.server.policy._registry import RuleSpec
-from plateau_tracker.server.policy.presets import DEFAULT_RULES
+from plateau_tracker.server.policy.presets import (
+    DEFAULT_RULES,
+    DEFAULT_SWEEP_RULES,
+    MEDIAN_RULES,
+    patience_rules,
+)
 
 _KEPT = (
     *("type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"),
@@ -79,6 +84,17 @@ def policy_shape() -> dict[str, Any]:
         # What a run that names no rules is judged by: the SDK judges its local part while the tracker is
         # away (plateau_tracker._local_judge).
         "default_rules": DEFAULT_RULES,
+        # The presets' rules, so the SDK's integrations can ask for one by name (``patience-K``: ``"K"``
+        # stands for the number given).
+        "preset_rules": {
+            "default": DEFAULT_RULES,
+            "default-sweep": DEFAULT_SWEEP_RULES,
+            "median": MEDIAN_RULES,
+            "patience-K": [
+                {**rule, "patience": "K"} if rule["rule"] == "patience" else rule
+                for rule in patience_rules(1)
+            ],
+        },
     }
 
 
