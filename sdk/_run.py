@@ -142,6 +142,12 @@ class Run:
         return self._sender.lost_points
 
     @property
+    def run_key(self) -> str:
+        """The key this run is joined by: another process (a resumed training, another rank) that gives it
+        to ``plateau_tracker.init(run_key=...)`` continues this run."""
+        return self._sender.run_key
+
+    @property
     def id(self) -> int | None:
         """The tracker's id for this run; None until the tracker has answered."""
         return self._sender.run_id

@@ -64,7 +64,8 @@ def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
     assert callback.stop_decision.rule == "patience"
     assert callback.best_step == 2
     best = Path(callback.best_model_path or "")
-    assert best == tmp_path / "checkpoints" / "plateau-best.ckpt"
+    assert callback.run is not None
+    assert best == tmp_path / "checkpoints" / f"plateau-best-{callback.run.run_key[:16]}.ckpt"
     saved = torch.load(best, weights_only=False)
     assert saved["epoch"] == 2
     assert not list(best.parent.glob(".*partial"))
@@ -99,7 +100,8 @@ def test_ddp_ranks_stop_at_the_same_epoch(tracker: TrackerProcess, tmp_path: Pat
     assert (run["world_size"], run["status"], run["stop_step"]) == (2, "stopped", 5)
     for rank in (0, 1):
         assert [step for step, _ in history(tracker.url, run["id"], "val_loss", rank)] == [0, 1, 2, 3, 4, 5]
-    assert torch.load(tmp_path / "checkpoints" / "plateau-best.ckpt", weights_only=False)["epoch"] == 2
+    [best] = (tmp_path / "checkpoints").glob("plateau-best-*.ckpt")  # one file, both ranks' fit
+    assert torch.load(best, weights_only=False)["epoch"] == 2
 
 
 @pytest.mark.parametrize(
@@ -208,3 +210,50 @@ def test_the_optimizers_rate_is_logged_at_each_epoch(tracker: TrackerProcess, tm
     assert history(tracker.url, callback.run.id, "lr") == [
         (e, pytest.approx(0.05 * 0.5 ** (e // 2))) for e in range(6)
     ]
+
+
+def test_a_resumed_fit_continues_its_run_and_two_fits_keep_two_files(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    """Before, ``ckpt_path=`` started a new run holding the rest of the curve, and every fit in a folder
+    wrote the same ``plateau-best.ckpt``."""
+
+    def callback() -> PlateauCallback:
+        return PlateauCallback(
+            project="lightning",
+            experiment="resume",
+            monitor="val_loss",
+            mode="min",
+            rules=RULES,
+            url=tracker.url,
+        )
+
+    train, val = loaders()
+    first = callback()
+    cut = cpu_trainer(first, tmp_path, 3, devices=1)  # epochs 0-2: the best is epoch 2
+    cut.fit(Scripted(SCRIPT), train, val)
+    assert first.run is not None
+    run_id, key = first.run.id, first.run.run_key
+    resumed = callback()
+    trainer = cpu_trainer(resumed, tmp_path, len(SCRIPT), devices=1)
+    trainer.fit(Scripted(SCRIPT), train, val, ckpt_path=str(first.best_model_path))
+    assert resumed.run is not None
+    assert (resumed.run.id, resumed.run.run_key) == (run_id, key)  # the same run, continued
+    run = httpx.get(f"{tracker.url}/api/v1/runs/{run_id}").json()
+    assert (run["status"], run["stop_step"]) == ("stopped", 5)
+    assert [step for step, _ in history(tracker.url, run_id, "val_loss")] == [0, 1, 2, 3, 4, 5]
+    another = callback()
+    cpu_trainer(another, tmp_path, 3, devices=1).fit(Scripted(SCRIPT), train, val)
+    files = sorted(p.name for p in (tmp_path / "checkpoints").glob("plateau-best-*.ckpt"))
+    assert len(files) == 2  # this fit's and the first (resumed) run's
+
+
+def test_a_fit_without_a_monitor_says_so_and_names_the_keys(tracker: TrackerProcess, tmp_path: Path) -> None:
+    callback = PlateauCallback(project="lightning", experiment="no-monitor", url=tracker.url)
+    train, val = loaders()
+    with pytest.warns(UserWarning, match="plateau") as said:
+        cpu_trainer(callback, tmp_path, 2, devices=1).fit(Scripted(SCRIPT), train, val)
+    messages = [str(w.message) for w in said if "plateau" in str(w.message)]
+    assert any("has no monitor" in m for m in messages)
+    [keys] = [m for m in messages if "pass one as" in m]  # said once
+    assert "this module logs lr, train_loss, val_loss" in keys

@@ -7,8 +7,11 @@ on every rank alike (the strategy reduces the verdict, so all ranks stop at the 
 in a checkpoint):
 
 - ``stop``: sets ``trainer.should_stop``; Lightning ends the fit after the current epoch.
-- ``checkpoint`` (a new best): saves through ``trainer.save_checkpoint`` to ``dirpath/filename.ckpt``,
-  replaced atomically on each new best, so the file always holds the best network.
+- ``checkpoint`` (a new best): saves through ``trainer.save_checkpoint`` to ``dirpath/filename.ckpt``
+  (``plateau-best-<the run's key>.ckpt`` unless ``filename`` is given: one file per fit, the same one
+  when a fit resumes), replaced atomically on each new best, so the file always holds the best network.
+- **Resume** (``trainer.fit(..., ckpt_path=...)``): the checkpoint names the run, and the fit continues it.
+- **No monitor**: a warning at the fit's start, and one naming the keys the module logs.
 
 At the end it records on the run (its summary) where the best checkpoint is, the epoch it stopped at and
 the rule that stopped it, and finishes the run. With ``profile=True`` and the module's
@@ -29,6 +32,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 
 import plateau_tracker as plateau
 from plateau_tracker._decision import Decision
@@ -121,7 +125,7 @@ class PlateauCallback(Callback):
         config: Mapping[str, Any] | None = None,
         url: str | None = None,
         dirpath: str | os.PathLike[str] | None = None,
-        filename: str = "plateau-best",
+        filename: str | None = None,
         step_unit: str = "epoch",
         decision_timeout: float = 10.0,
         profile: bool = False,
@@ -146,7 +150,9 @@ class PlateauCallback(Callback):
         self._config = config
         self.monitor = monitor if run is None else run.monitor
         self.dirpath = os.fspath(dirpath) if dirpath is not None else None
-        self.filename = filename
+        self.filename = filename  # None: plateau-best-<the run's key>, one file per fit
+        self._resumed_key: str | None = None  # a resumed fit's run, from its checkpoint
+        self._said_no_monitor = False
         self.step_unit = step_unit
         self.decision_timeout = decision_timeout
         self.profile = profile
@@ -164,17 +170,27 @@ class PlateauCallback(Callback):
 
     # --- set-up and tear-down -----------------------------------------------------------------------
 
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit" or self.run is not None:
+    def _start_run(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Create the run, or join the one a resumed fit's checkpoint names: at fit start, once Lightning
+        has restored the callbacks' state (``ckpt_path=``), so a resumed fit continues its run."""
+        if self.run is not None:
             return
         config = self._config if self._config is not None else dict(getattr(pl_module, "hparams", {}) or {})
         init = dict(self._init)
         if init.get("planned_steps") is None:
             init["planned_steps"] = self._planned_steps(trainer)
+        if self._resumed_key is not None and init.get("run_key") is None:
+            init["run_key"] = self._resumed_key
         self.run = plateau.init(
             config=config, rank=trainer.global_rank, world_size=trainer.world_size, **init
         )
         self.monitor = self.run.monitor
+        if self.monitor is None and trainer.is_global_zero:
+            rank_zero_warn(
+                "plateau: PlateauCallback has no monitor, so Plateau judges nothing: it never stops nor "
+                "checkpoints this fit; pass monitor= (the keys this module logs are named at the first "
+                "epoch's end)"
+            )
 
     def _planned_steps(self, trainer: pl.Trainer) -> int | None:
         """The last step the trainer plans to log at, in the callback's step unit, for the rules that judge
@@ -191,6 +207,7 @@ class PlateauCallback(Callback):
         return epochs - 1
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start_run(trainer, pl_module)
         example = getattr(pl_module, "example_input_array", None)
         if self.profile and self.run is not None and example is not None and trainer.is_global_zero:
             self.run.profile_model(pl_module, move_data_to_device(example, pl_module.device))
@@ -283,6 +300,13 @@ class PlateauCallback(Callback):
         metrics = {**self._pending.pop(step, {}), **metrics}
         if metrics:
             run.log(metrics, step=step)
+        if self.monitor is None and metrics and not self._said_no_monitor and trainer.is_global_zero:
+            self._said_no_monitor = True
+            keys = ", ".join(sorted(metrics))
+            rank_zero_warn(
+                f"plateau: no monitor: Plateau judges nothing; this module logs {keys}: pass one as "
+                "PlateauCallback(monitor=...)"
+            )
         if self.monitor is None or self.monitor not in logged or step in self._judged:
             return
         self._judged.add(step)
@@ -298,15 +322,18 @@ class PlateauCallback(Callback):
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
             self.stop_decision = decision if decision.stop else run.latest
-            if trainer.is_global_zero:
-                logger.info(
-                    "plateau: stopping at epoch %d: %s", trainer.current_epoch, self.stop_decision.reason
-                )
+            # Where Lightning's own callbacks say why they stop (EarlyStopping's "Signaling Trainer to
+            # stop"): its console, on rank 0.
+            rank_zero_info(
+                f"Plateau ({self.stop_decision.rule}) stops the fit at epoch {trainer.current_epoch}: "
+                f"{self.stop_decision.reason}. Signaling Trainer to stop."
+            )
 
     def _save_best(self, trainer: pl.Trainer, step: int) -> None:
         dirpath = self.dirpath or os.path.join(trainer.default_root_dir, "checkpoints")
-        final = os.path.join(dirpath, f"{self.filename}.ckpt")
-        partial = os.path.join(dirpath, f".{self.filename}.ckpt.partial")
+        name = self.filename or f"plateau-best-{self.run.run_key[:16] if self.run is not None else 'run'}"
+        final = os.path.join(dirpath, f"{name}.ckpt")
+        partial = os.path.join(dirpath, f".{name}.ckpt.partial")
         trainer.save_checkpoint(partial)
         if trainer.is_global_zero:
             # Replaced only once written: a crash mid-save leaves the previous best intact.
@@ -322,9 +349,11 @@ class PlateauCallback(Callback):
             "best_model_path": self.best_model_path,
             "best_step": self.best_step,
             "judged": sorted(self._judged),
+            "run_key": self.run.run_key if self.run is not None else self._resumed_key,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._resumed_key = state_dict.get("run_key")
         self.best_model_path = state_dict.get("best_model_path")
         self.best_step = state_dict.get("best_step")
         self._judged = set(state_dict.get("judged", []))
