@@ -27,9 +27,9 @@ _said_no_plan = False
 
 
 def init(
-    project: str,
+    project: str | None = None,
     *positional: Any,
-    experiment: str = "default",
+    experiment: str | None = None,
     name: str | None = None,
     config: Mapping[str, Any] | None = None,
     monitor: str | None = None,
@@ -56,6 +56,10 @@ def init(
     token: str | None = None,
 ) -> Run:
     """Start (or join, with ``run_key``) a run on the tracker and return it.
+
+    ``project``, ``experiment``, ``name``, ``tags`` and ``mode`` left out are read from
+    ``$PLATEAU_PROJECT``, ``$PLATEAU_EXPERIMENT`` (else ``default``), ``$PLATEAU_RUN_NAME``,
+    ``$PLATEAU_TAGS`` (comma-separated) and ``$PLATEAU_MODE``; a project from neither is a ``TypeError``.
 
     ``monitor``/``mode``/``rules`` form the stopping policy (the tracker's default rules when ``rules`` is
     omitted); with no ``monitor`` nothing is judged. ``mode``: ``"min"`` (a loss), ``"max"`` (an accuracy),
@@ -100,6 +104,7 @@ def init(
         mode = given.get("mode", mode)
         rules = given.get("rules", rules)
         url = given.get("url", url)
+    project, experiment, name, tags, mode = _from_environment(project, experiment, name, tags, mode)
     policy = _checked_policy(monitor, mode, rules, combine, reduce, reduce_timeout_s)
     if policy is not None and rules is None and planned_steps is None:
         _say_no_plan()
@@ -150,6 +155,29 @@ def init(
     )
     run._start(wait)
     return run
+
+
+def _from_environment(
+    project: str | None,
+    experiment: str | None,
+    name: str | None,
+    tags: Sequence[str],
+    mode: ModeChoice,
+) -> tuple[str, str, str | None, Sequence[str], ModeChoice]:
+    """What the call leaves out, from the environment, by the convention of W&B and MLflow:
+    ``PLATEAU_PROJECT``, ``PLATEAU_EXPERIMENT`` (else ``default``), ``PLATEAU_RUN_NAME``, ``PLATEAU_TAGS``
+    (comma-separated) and ``PLATEAU_MODE``. A project from neither is a ``TypeError``, as a missing
+    argument is."""
+    project = project or os.environ.get("PLATEAU_PROJECT") or None
+    if project is None:
+        raise TypeError("plateau_tracker.init() needs a project: init(project=...) or $PLATEAU_PROJECT")
+    experiment = experiment or os.environ.get("PLATEAU_EXPERIMENT") or "default"
+    name = name if name is not None else (os.environ.get("PLATEAU_RUN_NAME") or None)
+    if not tags:
+        tags = [tag.strip() for tag in os.environ.get("PLATEAU_TAGS", "").split(",") if tag.strip()]
+    if mode == "auto" and os.environ.get("PLATEAU_MODE"):
+        mode = os.environ["PLATEAU_MODE"]  # type: ignore[assignment]  # checked by resolve_mode
+    return project, experiment, name, tags, mode
 
 
 def _say_no_plan() -> None:

@@ -61,3 +61,33 @@ def test_sync_sends_to_plateau_url(plateau_home: Path, tmp_path: Path) -> None:
         assert len(runs) == 1
     finally:
         server.stop()
+
+
+def test_init_reads_what_the_call_leaves_out_from_the_environment(
+    tracker: TrackerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As W&B and MLflow users set them: project, experiment, run name, tags and mode."""
+    monkeypatch.setenv("PLATEAU_URL", tracker.url)
+    monkeypatch.setenv("PLATEAU_PROJECT", "from-env")
+    monkeypatch.setenv("PLATEAU_EXPERIMENT", "ci-nightly")
+    monkeypatch.setenv("PLATEAU_RUN_NAME", "nightly-42")
+    monkeypatch.setenv("PLATEAU_TAGS", "ci, nightly")
+    monkeypatch.setenv("PLATEAU_MODE", "max")
+    run = plateau.init(monitor="score", rules=[{"rule": "checkpoint"}])
+    try:
+        assert run.created["project"] == "from-env"
+        assert run.created["experiment"] == "ci-nightly"
+        assert run.created["name"] == "nightly-42"
+        assert run.created["tags"] == ["ci", "nightly"]
+        assert run.created["policy"]["mode"] == "max"
+        explicit = plateau.init(
+            project="given", experiment="e", name="n", tags=["t"], monitor="val_loss", mode="min"
+        )
+        assert (explicit.created["project"], explicit.created["experiment"]) == ("given", "e")
+        assert (explicit.created["name"], explicit.created["tags"]) == ("n", ["t"])
+        explicit.finish()
+    finally:
+        run.finish()
+    monkeypatch.delenv("PLATEAU_PROJECT")
+    with pytest.raises(TypeError, match=r"needs a project: init\(project=...\) or \$PLATEAU_PROJECT"):
+        plateau.init(monitor="score")

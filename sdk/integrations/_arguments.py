@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Collection
 from typing import Any
 
@@ -15,9 +16,10 @@ def check_run_arguments(
     sets itself (``taken``: the plan, from the framework's own limit)."""
     if run is not None:
         return
-    if not init_kwargs.get("project"):
+    if not init_kwargs.get("project") and not os.environ.get("PLATEAU_PROJECT"):
         raise TypeError(
-            f"{callback}() needs project= (the run's project), or run= (a run made by plateau_tracker.init)"
+            f"{callback}() needs project= (the run's project; or $PLATEAU_PROJECT), or run= (a run made by "
+            "plateau_tracker.init)"
         )
     from plateau_tracker import init
 
