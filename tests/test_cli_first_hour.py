@@ -78,8 +78,8 @@ def test_dashboard_children_end_with_it(tmp_path: Path, signum: int) -> None:
     with (tmp_path / "dashboard.log").open("wb") as log:
         process = subprocess.Popen(
             [
-                *(sys.executable, "-m", "plateau_tracker", "dashboard", "--port", str(port)),
-                *("--dashboard-port", str(dashboard_port), "--home", str(tmp_path)),
+                *(sys.executable, "-m", "plateau_tracker", "dashboard", "--tracker-port", str(port)),
+                *("--port", str(dashboard_port), "--home", str(tmp_path)),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -219,12 +219,12 @@ def test_dashboard_on_a_busy_port_says_so_in_one_line(tracker: TrackerProcess) -
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        result = _plateau("dashboard", "--url", tracker.url, "--dashboard-port", str(port))
+        result = _plateau("dashboard", "--url", tracker.url, "--port", str(port))
     assert result.returncode == 1
     assert "plateau dashboard on" not in result.stdout
     assert result.stderr.strip() == (
         f"plateau dashboard: 127.0.0.1:{port} is in use; is a dashboard already running there? "
-        "Choose another with --dashboard-port"
+        "Choose another with --port"
     )
 
 

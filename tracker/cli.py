@@ -172,18 +172,29 @@ def _add_dashboard(subcommands: argparse._SubParsersAction[argparse.ArgumentPars
         "--url", help="a running tracker to show (default: the configured one, started if away)"
     )
     dashboard.add_argument(
-        "--port", type=int, help="port of the tracker (PLATEAU_PORT, default 8765); started there if away"
+        "--port",
+        "--dashboard-port",
+        dest="dashboard_port",
+        type=int,
+        default=8501,
+        help="port the dashboard listens on (default 8501)",
     )
     dashboard.add_argument(
-        "--dashboard-host", default="127.0.0.1", help="address the dashboard listens on (default 127.0.0.1)"
+        "--host",
+        "--dashboard-host",
+        dest="dashboard_host",
+        default="127.0.0.1",
+        help="address the dashboard listens on (default 127.0.0.1)",
     )
     dashboard.add_argument(
-        "--dashboard-port", type=int, default=8501, help="port the dashboard listens on (default 8501)"
+        "--tracker-port",
+        dest="port",
+        type=int,
+        help="port of the tracker it starts when none runs (PLATEAU_PORT, default 8765)",
     )
     dashboard.add_argument(
         "--dashboard-token",
-        help="the token viewers sign in with (PLATEAU_DASHBOARD_TOKEN); required on a non-loopback "
-        "--dashboard-host",
+        help="the token viewers sign in with (PLATEAU_DASHBOARD_TOKEN); required on a non-loopback --host",
     )
     dashboard.set_defaults(handler=commands.dashboard_command)
 

@@ -202,7 +202,7 @@ def dashboard_command(args: argparse.Namespace) -> int:
         if not port_is_free(args.dashboard_host, args.dashboard_port):
             print(
                 f"plateau dashboard: {args.dashboard_host}:{args.dashboard_port} is in use; is a dashboard "
-                "already running there? Choose another with --dashboard-port",
+                "already running there? Choose another with --port",
                 file=sys.stderr,
             )
             return 1
