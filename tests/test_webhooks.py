@@ -30,6 +30,19 @@ FAST_RETRIES = {
 }
 
 
+def serve_in_background(port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """A real HTTP server on a loopback port, in a daemon thread (each request in a thread of its own)."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_serving(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
 class Receiver:
     """A real HTTP server that answers 503 to its first ``failures`` requests, then verifies and records."""
 
@@ -68,13 +81,10 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve_in_background(port, Handler)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 @pytest.fixture
@@ -230,15 +240,11 @@ class Trickler:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve_in_background(port, Handler)
 
     def close(self) -> None:
         self.closed.set()
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 @pytest.mark.slow
@@ -312,14 +318,10 @@ class Internal:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = serve_in_background(port, Handler)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop_serving(self.server)
 
 
 @pytest.mark.slow
