@@ -429,7 +429,7 @@ class Run:
                 "plateau: %d points of run %s are in the spool at %s, not on the tracker yet: run "
                 "`plateau sync` to deliver them",
                 waiting,
-                run_id if run_id is not None else f"{self._sender.run_key!r} (not created yet)",
+                run_id if run_id is not None else f"{self.run_key!r} (not created yet)",
                 spool.dir,
             )
             if run_id is not None and self._sender.link.online:
@@ -440,7 +440,7 @@ class Run:
             logger.warning(
                 "plateau: %d points of run %s were lost (queue or spool full, or spool disabled)",
                 left,
-                run_id if run_id is not None else repr(self._sender.run_key),
+                run_id if run_id is not None else repr(self.run_key),
             )
         _live_runs.discard(self)
         self._transport.close()

@@ -42,18 +42,23 @@ def history(url: str, run_id: int, key: str, rank: int = 0) -> list[tuple[int, f
     return [(p["step"], p["value"]) for p in page["points"]]
 
 
-def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
-    tracker: TrackerProcess, tmp_path: Path
-) -> None:
-    callback = PlateauCallback(
+def scripted_callback(tracker: TrackerProcess, experiment: str, **options: Any) -> PlateauCallback:
+    """The callback judging ``val_loss`` (minimised) by ``RULES`` on the test tracker."""
+    return PlateauCallback(
         project="lightning",
-        experiment="cpu",
+        experiment=experiment,
         monitor="val_loss",
         mode="min",
         rules=RULES,
         url=tracker.url,
-        profile=True,
+        **options,
     )
+
+
+def test_trainer_stops_at_the_patience_epoch_with_the_best_checkpoint(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    callback = scripted_callback(tracker, "cpu", profile=True)
     trainer = cpu_trainer(callback, tmp_path, len(SCRIPT), devices=1)
     train, val = loaders()
     trainer.fit(Scripted(SCRIPT), train, val)
@@ -219,14 +224,7 @@ def test_a_resumed_fit_continues_its_run_and_two_fits_keep_two_files(
     wrote the same ``plateau-best.ckpt``."""
 
     def callback() -> PlateauCallback:
-        return PlateauCallback(
-            project="lightning",
-            experiment="resume",
-            monitor="val_loss",
-            mode="min",
-            rules=RULES,
-            url=tracker.url,
-        )
+        return scripted_callback(tracker, "resume")
 
     train, val = loaders()
     first = callback()

@@ -14,7 +14,7 @@ import pytest
 import plateau_tracker as plateau
 from plateau_tracker.server.policy._missing_monitor import closest_first, is_like_monitor
 from tests._server import TrackerProcess, free_port
-from tests.test_webhooks import FAST_RETRIES, SECRET, Receiver, wait_until
+from tests.test_webhooks import FAST_RETRIES, Receiver, register_hook, wait_until
 
 RULES = [{"rule": "patience", "patience": 3}, {"rule": "checkpoint"}]
 
@@ -61,15 +61,10 @@ def test_a_missing_monitor_is_told_everywhere(
     receiver = Receiver(free_port())
     try:
         run = plateau.init(project="typo", monitor="val/acc", mode="max", rules=RULES, url=fast_tracker.url)
-        hook = httpx.post(
-            f"{fast_tracker.url}/api/v1/projects/typo/webhooks",
-            json={
-                "url": f"http://127.0.0.1:{receiver.server.server_address[1]}/",
-                "events": ["missing_monitor"],
-                "secret": SECRET,
-            },
-        )
-        assert hook.status_code == 201, hook.text
+        with httpx.Client(base_url=fast_tracker.url, timeout=30) as client:
+            register_hook(
+                client, "typo", f"http://127.0.0.1:{receiver.server.server_address[1]}/", ["missing_monitor"]
+            )
         for step in range(8):
             run.log({"train/loss": 1.0 / (step + 1)}, step=step)
             run.log({"val/accuracy": 0.5 + 0.01 * step, "val/loss": 1.0 - 0.01 * step}, step=step)

@@ -111,15 +111,21 @@ def _make_events(client: httpx.Client, project: str, hook_url: str) -> tuple[int
             },
         },
     ).json()
-    hook = client.post(
-        f"/api/v1/projects/{project}/webhooks",
-        json={"url": hook_url, "events": ["stop", "checkpoint", "run_finished"], "secret": SECRET},
-    )
-    assert hook.status_code == 201, hook.text
+    hook = register_hook(client, project, hook_url, ["stop", "checkpoint", "run_finished"])
     points = [{"key": "loss", "step": s, "value": v} for s, v in enumerate([1.0, 0.5, 0.7, 0.8])]
     client.post(f"/api/v1/runs/{run['id']}/metrics", json={"batch_id": "b", "points": points})
     client.post(f"/api/v1/runs/{run['id']}/finish", json={"status": "stopped"})
-    return run["id"], hook.json()["id"]
+    return run["id"], hook["id"]
+
+
+def register_hook(client: httpx.Client, project: str, url: str, events: list[str]) -> dict[str, Any]:
+    """Subscribe ``url`` to the project's ``events`` (signed with ``SECRET``); the webhook as created."""
+    hook = client.post(
+        f"/api/v1/projects/{project}/webhooks", json={"url": url, "events": events, "secret": SECRET}
+    )
+    assert hook.status_code == 201, hook.text
+    created: dict[str, Any] = hook.json()
+    return created
 
 
 def wait_until(condition, timeout: float = 30.0) -> bool:
@@ -382,14 +388,9 @@ def test_webhooks_cannot_reach_internal_services_nor_read_their_answers(tmp_path
             receiver = Receiver(free_port())
             project = "withdrawn"
             client.post("/api/v1/runs", json={"project": project})
-            hook = client.post(
-                f"/api/v1/projects/{project}/webhooks",
-                json={
-                    "url": f"http://127.0.0.1:{receiver.server.server_port}/",
-                    "events": ["run_finished"],
-                    "secret": SECRET,
-                },
-            ).json()
+            hook = register_hook(
+                client, project, f"http://127.0.0.1:{receiver.server.server_port}/", ["run_finished"]
+            )
         tracker.stop()
         tracker = TrackerProcess(home, env=strict)
         with httpx.Client(base_url=tracker.url, timeout=30) as client:
