@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from plateau_tracker.server.policy import Mode
@@ -169,19 +169,13 @@ def stop_choices(curve: Curve, mode: Mode) -> list[tuple[float, float]]:
     return choices
 
 
-def hindsight_room(
-    curves: Sequence[Curve], mode: Mode, frontier: Sequence[Point], bound: float, grid: int = 1001
-) -> tuple[float, float]:
-    """At most how far any stopping rule can lie above the patience-k frontier (compute saved, at its own
-    mean regret, as :func:`margin` measures it) with a mean regret within ``bound``, and the regret where
-    that room is widest. The rule is allowed every score in hindsight: it picks each run's stop among
-    :func:`stop_choices`, so a margin target larger than this room is out of reach on these runs.
+def hindsight_bound(curves: Sequence[Curve], mode: Mode) -> Callable[[float], float]:
+    """An upper bound on the compute any stopping rule saves at mean regret ``r``, every score known in
+    hindsight: the rule picks each run's stop among :func:`stop_choices`.
 
-    The most a rule saves at mean regret ``r`` is bounded by Lagrangian duality: for any ``lam >= 0`` it is at
-    most ``max over stops (saved - lam x regret) + lam x r``, the inner maximum taken run by run; the
-    smallest of these over a logarithmic grid of ``lam`` is an upper bound whatever the grid (a finer grid
-    only tightens it). Regrets ``r`` are read on ``grid`` points of ``[0, bound]`` and at the frontier's
-    own points there."""
+    It is bounded by Lagrangian duality: for any ``lam >= 0`` the saving is at most ``max over stops (saved -
+    lam x regret) + lam x r``, the inner maximum taken run by run; the smallest of these over a logarithmic
+    grid of ``lam`` is an upper bound whatever the grid (a finer grid only tightens it)."""
     import numpy as np  # a server dependency; only this bound needs it
 
     total = sum(c.cost[-1] for c in curves)
@@ -191,10 +185,28 @@ def hindsight_room(
     for curve in curves:
         saved, regret = np.array(stop_choices(curve, mode)).T
         best_trade += (saved[:, None] / total - lams[None, :] * regret[:, None] / n).max(axis=0)
+
+    def bound(r: float) -> float:
+        return float(np.min(best_trade + lams * max(r, 0.0)))
+
+    return bound
+
+
+def hindsight_room(
+    curves: Sequence[Curve], mode: Mode, frontier: Sequence[Point], bound: float, grid: int = 1001
+) -> tuple[float, float]:
+    """At most how far any stopping rule can lie above the patience-k frontier (compute saved, at its own
+    mean regret, as :func:`margin` measures it) with a mean regret within ``bound``, and the regret where
+    that room is widest (:func:`hindsight_bound`), so a margin target larger than this room is out of reach
+    on these runs. Regrets are read on ``grid`` points of ``[0, bound]`` and at the frontier's own points
+    there."""
+    import numpy as np
+
+    most = hindsight_bound(curves, mode)
     regrets = sorted(
         {*np.linspace(0.0, bound, grid).tolist(), *(p.regret for p in frontier if 0.0 <= p.regret <= bound)}
     )
-    room = [(float(np.min(best_trade + lams * r)) - saved_at(frontier, r), r) for r in regrets]
+    room = [(most(r) - saved_at(frontier, r), r) for r in regrets]
     return max(room)
 
 

@@ -8,7 +8,9 @@ search over one task), grouped in families for leave-one-family-out choices:
 - ``mlp/*``: PyTorch MLPs on scikit-learn's bundled digits, wine, iris and breast-cancer data and on a
   large synthetic task;
 - ``cnn/*``: a small PyTorch CNN on the 8x8 digits images;
-- ``gbdt/*``: scikit-learn gradient-boosted trees, one checkpoint every few boosting rounds.
+- ``gbdt/*``: scikit-learn gradient-boosted trees, one checkpoint every few boosting rounds, or every round;
+- ``seq/*``: a small GRU recalling the first of 12 symbols at the end of the sequence, a task a recurrent
+  network learns late and all at once, after a long stretch at chance.
 
 What varies within a source, drawn per run: the optimizer and learning rate (some high enough to diverge),
 the schedule (constant, step, cosine with warm-up, one-cycle; a long warm-up makes a long flat start),
@@ -70,15 +72,20 @@ TASKS = (
     # its seeds.
     Task("mlp/iris-tiny", "mlp", "mlp", "iris", 30, 45, "acc"),
     Task("mlp/cancer", "mlp", "mlp", "breast_cancer", 114, 150, "acc"),
+    # Appended after the above: late phase transitions (a recurrent network that sits at chance, then
+    # learns a task all at once) and boosting judged at every round.
+    Task("seq/recall", "seq", "seq", "recall", 500, 1000, "acc"),
+    Task("seq/recall-loss", "seq", "seq", "recall", 500, 1000, "loss"),
+    Task("gbdt/per-round", "gbdt", "gbdt", "synthetic-hard", 300, 1500, "acc"),
 )
 
 
 def _data(name: str, n_val: int, n_test: int, seed: int) -> tuple[Any, ...]:
-    import numpy as np
     from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine, make_classification
-    from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
 
+    if name == "recall":
+        x, y = _sequences(n_train=2000 + n_val + n_test, seed=seed)
+        return _split(x, y, n_val, n_test, seed, scale=False)
     if name == "digits":
         x, y = load_digits(return_X_y=True)
     elif name == "wine":
@@ -95,19 +102,39 @@ def _data(name: str, n_val: int, n_test: int, seed: int) -> tuple[Any, ...]:
         x, y = make_classification(
             n_samples=3000, n_features=30, n_informative=6, n_classes=3, flip_y=0.1, random_state=11
         )
+    return _split(x, y, n_val, n_test, seed, scale=True)
+
+
+def _split(x: Any, y: Any, n_val: int, n_test: int, seed: int, *, scale: bool) -> tuple[Any, ...]:
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
     x_rest, x_test, y_rest, y_test = train_test_split(x, y, test_size=n_test, random_state=seed, stratify=y)
     x_train, x_val, y_train, y_val = train_test_split(
         x_rest, y_rest, test_size=n_val, random_state=seed + 1, stratify=y_rest
     )
-    scaler = StandardScaler().fit(x_train)
+    if scale:
+        scaler = StandardScaler().fit(x_train)
+        x_train, x_val, x_test = (scaler.transform(a) for a in (x_train, x_val, x_test))
     return (
-        scaler.transform(x_train).astype(np.float32),
+        x_train.astype(np.float32),
         y_train,
-        scaler.transform(x_val).astype(np.float32),
+        x_val.astype(np.float32),
         y_val,
-        scaler.transform(x_test).astype(np.float32),
+        x_test.astype(np.float32),
         y_test,
     )
+
+
+def _sequences(n_train: int, seed: int) -> tuple[Any, Any]:
+    """Random sequences of 12 symbols drawn from 6, one token per position (as floats, one-hot later),
+    labelled by their first symbol: a recurrent network must carry it to the end."""
+    import numpy as np
+
+    rng = np.random.default_rng(1000 + seed)
+    x = rng.integers(0, 6, size=(n_train, 12))
+    return x.astype(np.float32), x[:, 0].copy()
 
 
 def _noisy(y: Any, share: float, classes: int, rng: random.Random) -> Any:
@@ -146,7 +173,7 @@ def _sample(task: Task, rng: random.Random) -> dict[str, Any]:
             "max_depth": rng.choice([2, 3, 5, 8]),
             "subsample": rng.choice([0.5, 0.8, 1.0]),
             "rounds": rng.choice([150, 240, 300]),
-            "every": 3,
+            "every": 1 if task.source.endswith("per-round") else 3,
             "logs_lr": rng.random() < 0.5,
         }
     optimizer = rng.choice(["sgd", "adam"])
@@ -183,7 +210,9 @@ def _torch_curves(task: Task, hp: dict[str, Any], seed: int) -> dict[str, Any]:
         "test": (torch.from_numpy(x_test), torch.from_numpy(np.asarray(y_test, dtype=np.int64))),
     }
     model: nn.Module
-    if task.model == "cnn":
+    if task.model == "seq":
+        model = _Recurrent(int(xt.max().item()) + 1, max(8, hp["width"] // 8), classes)
+    elif task.model == "cnn":
         side = math.isqrt(xt.shape[1])
         width = max(8, hp["width"] // 8)
         model = nn.Sequential(
@@ -242,6 +271,30 @@ def _torch_curves(task: Task, hp: dict[str, Any], seed: int) -> dict[str, Any]:
         out["train_loss"].append(train_loss)
         out["lr"].append(rate(epoch))
     return {**out, "diverged": diverged, "budget": hp["epochs"]}
+
+
+def _recurrent_class() -> Any:
+    from torch import nn
+
+    class Recurrent(nn.Module):
+        """A GRU over one-hot tokens, read out at the last position."""
+
+        def __init__(self, symbols: int, width: int, classes: int) -> None:
+            super().__init__()
+            self.symbols = symbols
+            self.gru = nn.GRU(symbols, width, batch_first=True)
+            self.out = nn.Linear(width, classes)
+
+        def forward(self, x: Any) -> Any:
+            one_hot = nn.functional.one_hot(x.long(), self.symbols).float()
+            states, _ = self.gru(one_hot)
+            return self.out(states[:, -1])
+
+    return Recurrent
+
+
+def _Recurrent(symbols: int, width: int, classes: int) -> Any:  # noqa: N802 - builds a module
+    return _recurrent_class()(symbols, width, classes)
 
 
 def _gbdt_curves(task: Task, hp: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from plateau_tracker.server.policy._base import Rule, RuleParams
 from plateau_tracker.server.policy._types import Mode
 from plateau_tracker.server.policy.rules._budget import Budget, BudgetParams
 from plateau_tracker.server.policy.rules._checkpoint import Checkpoint, CheckpointParams
-from plateau_tracker.server.policy.rules._degenerate import Degenerate, DegenerateParams
 from plateau_tracker.server.policy.rules._distributed import (
     Staleness,
     StalenessParams,
@@ -47,7 +46,6 @@ RULES: dict[str, type[Rule[Any]]] = {
         Outlook,
         Percentile,
         Asha,
-        Degenerate,
         Perfect,
         Straggler,
         Staleness,
@@ -70,7 +68,6 @@ RuleSpec = Annotated[
     | OutlookParams
     | PercentileParams
     | AshaParams
-    | DegenerateParams
     | PerfectParams
     | StragglerParams
     | StalenessParams,

@@ -11,7 +11,7 @@ from plateau_tracker.server.policy._base import DETAIL, ImprovementParams, Rule,
 from plateau_tracker.server.policy._improvement import ImprovementTest
 from plateau_tracker.server.policy._keys import MetricNames
 from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
-from plateau_tracker.server.policy.rules._loss_watch import loss_names
+from plateau_tracker.server.policy.rules._loss_names import loss_names
 
 
 class CheckpointParams(ImprovementParams):

@@ -1,0 +1,139 @@
+"""The default policy judged per source against the targets of its issue, on OPDA and on corpus draws.
+
+    python -m tests.benchmarks.bench_default [--curves OPDA.jsonl] [--corpus DRAW.jsonl ...]
+        [--preset default | --rules RULES.json] [--variant RULE.PARAM=VALUE ...] [--alone] [--json]
+
+Each file given is its own draw: its sources are judged on their own and never pooled with another draw's.
+Per source (complete runs; the watched metric ``val``, scored on ``val2``):
+
+- **margin**: compute saved beyond the patience-k frontier (k = 1..40, each k's point at its best saving)
+  at the policy's own mean regret;
+- **regret / spread**: the policy's mean regret over the source's spread of scores (max minus min of each
+  run's best-checkpoint score), so sources of different scales read alike;
+- **room share**: the margin over the most any rule could lie above the frontier at the same regret, every
+  score known in hindsight;
+- **vs patience-10**: more saved at no more regret (dominates), the reverse (dominated), or a trade.
+
+``--alone`` drops every companion series (rate, validation and training loss) and the plan, as for a
+trainer that logs nothing but the watched metric: the default's fallback then judges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from plateau_tracker.server.policy.presets import preset
+from plateau_tracker.server.replay._curves import Curve, load_jsonl
+from tests.benchmarks._judging import Judgement, SourceFrame
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
+DEFAULT_CURVES = SHARED / "opda_curves.jsonl"
+TARGETS = {
+    "worst_margin": -0.03,
+    "mean_margin": 0.08,
+    "median_room_share": 0.25,
+    "regret_share": 0.005,
+    "patience10_share": 0.8,
+}
+
+
+def load_draw(path: Path, *, alone: bool) -> dict[str, tuple[str, list[Curve]]]:
+    """Complete runs of one file by source, with the source's mode."""
+    sources: dict[str, tuple[str, list[Curve]]] = {}
+    for curve in load_jsonl(path, metric="val", score="val2"):
+        if not curve.complete:
+            continue
+        if alone:
+            curve = replace(curve, extras={}, planned_steps=None)
+        sources.setdefault(curve.source, (curve.mode or "max", []))[1].append(curve)
+    return sources
+
+
+def rules_of(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.rules:
+        text = Path(args.rules).read_text() if Path(args.rules).exists() else args.rules
+        rules: list[dict[str, Any]] = json.loads(text)
+    else:
+        spec = preset(args.preset, monitor="val", mode="max")
+        rules = [r.model_dump(exclude_none=True) for r in spec.rules]
+    for variant in args.variant:
+        target, value = variant.split("=", 1)
+        name, param = target.split(".", 1)
+        rules = [{**r, param: json.loads(value)} if r["rule"] == name else r for r in rules]
+    return rules
+
+
+def summary(rows: dict[str, Judgement]) -> dict[str, Any]:
+    margins = [j.margin for j in rows.values()]
+    return {
+        "sources": len(rows),
+        "worst_margin": min(margins),
+        "mean_margin": statistics.fmean(margins),
+        "median_room_share": statistics.median(j.room_share for j in rows.values()),
+        "regret_within": sum(j.regret_share <= TARGETS["regret_share"] for j in rows.values()),
+        "patience10_won": sum(j.against_patience10 in ("dominates", "same") for j in rows.values()),
+        "patience10_lost": sum(j.against_patience10 == "dominated" for j in rows.values()),
+    }
+
+
+def print_draw(name: str, rows: dict[str, Judgement], seconds: float) -> None:
+    print(f"\n### {name} ({seconds:.1f} s)\n")
+    heads = ["saved / regret", "regret / spread", "margin", "room share", "patience-10", "vs p-10", "stops"]
+    print("| source | " + " | ".join(heads) + " |")
+    print("|---|---|---|---|---|---|---|---|")
+    for source, j in rows.items():
+        stops = ", ".join(f"{k} {v}" for k, v in sorted(j.stops.items()) if k != "-") or "-"
+        print(
+            f"| {source} | {j.point.saved:.3f} / {j.point.regret:.4f} | {100 * j.regret_share:.2f}% | "
+            f"{100 * j.margin:+.1f} pp | {100 * j.room_share:.0f}% | {j.patience10.saved:.3f} / "
+            f"{j.patience10.regret:.4f} | {j.against_patience10} | {stops} |"
+        )
+    s = summary(rows)
+    n = s["sources"]
+    print(
+        f"\nworst margin {100 * s['worst_margin']:+.1f} pp (target >= -3), "
+        f"mean {100 * s['mean_margin']:+.1f} pp (>= +8), "
+        f"median room share {100 * s['median_room_share']:.0f}% (>= 25%), "
+        f"regret <= 0.5% of spread on {s['regret_within']}/{n} (all), "
+        f"patience-10 beaten or matched on {s['patience10_won']}/{n} (>= 80%), "
+        f"dominated on {s['patience10_lost']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--curves", type=Path, default=DEFAULT_CURVES, help="OPDA curves ('' for none)")
+    parser.add_argument("--corpus", type=Path, nargs="*", default=[], help="corpus draws, one file each")
+    parser.add_argument("--preset", default="default")
+    parser.add_argument("--rules", help="a JSON list of rules, or a file holding one")
+    parser.add_argument("--variant", action="append", default=[], metavar="RULE.PARAM=JSON")
+    parser.add_argument("--alone", action="store_true", help="drop every companion series and the plan")
+    parser.add_argument("--source", action="append", help="only these sources")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rules = rules_of(args)
+    files = ([args.curves] if str(args.curves) and args.curves.exists() else []) + list(args.corpus)
+    out: dict[str, Any] = {"rules": rules, "draws": {}}
+    for path in files:
+        started = time.perf_counter()
+        rows: dict[str, Judgement] = {}
+        for source, (mode, curves) in load_draw(path, alone=args.alone).items():
+            if args.source and source not in args.source:
+                continue
+            rows[source] = SourceFrame(curves, mode).judge(rules)[0]  # type: ignore[arg-type]
+        seconds = time.perf_counter() - started
+        out["draws"][path.name] = {"sources": {s: j.as_json() for s, j in rows.items()}, **summary(rows)}
+        if not args.json:
+            print_draw(path.name, rows, seconds)
+    if args.json:
+        print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
