@@ -146,8 +146,8 @@ def test_a_stop_names_the_tie_saved_last_as_the_model_to_keep() -> None:
 
 
 def test_a_stop_that_said_which_step_to_keep_names_the_tie_instead() -> None:
-    """A rule whose sentence ends "keep step N" (the default's outlook) names the tie as the step to keep,
-    and N as where the best was first reached: one step to keep in the sentence, the one in best_step."""
+    """A stop under the default names the tie as the step to keep: one step to keep in the sentence, the
+    one in best_step, and the headline keeps it too."""
     policy = preset("default", monitor="val/acc", mode="max")
     values = [0.3, 0.6, 0.8] + [0.9] * 60
     obs = [Observation(i, v, 0.0, {"val/loss": 1.0 / (i + 1)}) for i, v in enumerate(values)]
@@ -156,9 +156,10 @@ def test_a_stop_that_said_which_step_to_keep_names_the_tie_instead() -> None:
     assert (stop.action, stop.best_step) == ("stop", stop.step)
     assert "keep step 3" not in detail(stop)
     assert detail(stop).endswith(
-        f"its best first reached at step 3 (0.9); keep step {stop.step}: it equals that best with a lower "
-        f"val/loss ({1.0 / (stop.step + 1):.6g}), the checkpoint saved last at that best"
+        f"keep step {stop.step}: it equals that best with a lower val/loss ({1.0 / (stop.step + 1):.6g}), "
+        "the checkpoint saved last at that best"
     )
+    assert stop.reason.endswith(f"keeping step {stop.step}, which ties the best with a lower val/loss")
     assert detail(stop).count("keep step") == 1
 
 

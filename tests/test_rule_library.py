@@ -188,18 +188,18 @@ TABLE = [
         "rose at the end of 2 successive strips",
     ),
     (
-        "degenerate",
-        [{"rule": "degenerate", "window": 5, "max_distinct": 2}],
+        "at-chance",
+        [{"rule": "outlook", "hold": 4, "window": 3, "fallback_patience": None}],
         [0.318, 0.327, 0.318, 0.327, 0.318, 0.327, 0.318, 0.327],
         "max",
         {},
-        6,  # once its best (step 1) is older than the window
-        "degenerate",
-        "only 2 distinct value(s)",
+        3,  # its fourth evaluation: the mean of the last three is within its noise of the first value
+        "outlook",
+        "of its first value 0.318",
     ),
     (
-        "degenerate-learning",
-        [{"rule": "degenerate", "window": 5, "max_distinct": 2}],
+        "learning-not-at-chance",
+        [{"rule": "outlook", "hold": 4, "window": 3, "fallback_patience": None}],
         [0.5, 0.61, 0.63, 0.64, 0.645, 0.652],
         "max",
         {},
@@ -434,11 +434,10 @@ ALL_RULES = [
     {"rule": "prechelt", "criterion": "PQ", "strip": 3, "train_key": "t", "alpha": 0.5},
     {"rule": "overfitting", "train_key": "t", "window": 5},
     {"rule": "no_progress", "patience": 4},
-    {"rule": "degenerate", "window": 4, "max_distinct": 2},
     {"rule": "forecast", "window": 5, "delta": 0.01, "planned_steps": 40},
-    {"rule": "outlook", "min_evaluations": 4, "min_progress": 0, "relative_delta": 0.2, "planned_steps": 40},
-    {"rule": "outlook", "min_evaluations": 4, "noise_discount": 1.0, "lr_key": "t", "lr_fraction": 0.5},
-    {"rule": "outlook", "min_evaluations": 4, "min_progress": 0, "retreat": 0.05, "retreat_window": 3},
+    {"rule": "outlook", "hold": 4, "window": 3, "min_progress": 0, "relative_delta": 0.2},
+    {"rule": "outlook", "hold": 4, "lr_key": "t", "lr_fraction": 0.5, "fallback_patience": None},
+    {"rule": "outlook", "hold": 3, "window": 2, "loss_key": "t", "train_key": "t", "settle": 1},
     {"rule": "budget", "max_steps": 35},
 ]
 

@@ -86,18 +86,18 @@ def test_state_is_small_and_serialisable_whatever_the_length() -> None:
 
 
 def test_evaluate_leaves_the_states_it_was_given_unchanged() -> None:
-    """Rules that work in place (forecast, degenerate) do so on evaluate's private copy: judging the same
+    """Rules that work in place (forecast, outlook) do so on evaluate's private copy: judging the same
     states twice gives the same answer, and the caller's states (stored, or shared by a replay) stay put."""
     policy = preset("default", monitor="m", mode="min")
     curve = [Observation(s, 1.0 + 0.5 ** (s / 10), 0, {"lr": 0.1 * 0.97**s}) for s in range(300)]
-    before = evaluate(policy, initial_states(policy), curve[:150]).states
+    before = evaluate(policy, initial_states(policy), curve[:50]).states
     snapshot = copy.deepcopy(before)
-    first = evaluate(policy, before, curve[150:])
-    second = evaluate(policy, before, curve[150:])
+    first = evaluate(policy, before, curve[50:])
+    second = evaluate(policy, before, curve[50:])
     assert before == snapshot
     assert first == second
-    assert [s["s"]["ys"] for s in first.states if "ys" in s["s"]] != [
-        s["s"]["ys"] for s in snapshot if "ys" in s["s"]
+    assert [s["s"]["recent"] for s in first.states if "recent" in s["s"]] != [
+        s["s"]["recent"] for s in snapshot if "recent" in s["s"]
     ]
 
 

@@ -104,7 +104,7 @@ TYPOS = [
     (["patience"], "must be a mapping"),
     ([{"rule": "outlook", "loss_key": []}], "loss_key = [] is not a string or a list of at least 1 items"),
     (
-        [{"rule": "degenerate", "lr_key": ["lr"] * 17}],
+        [{"rule": "outlook", "lr_key": ["lr"] * 17}],
         "or a list of at least 1 items and of at most 16 items",
     ),
 ]
@@ -130,7 +130,7 @@ def test_the_sdk_refuses_what_the_tracker_refuses_and_nothing_it_takes() -> None
         [{"rule": "plateau", "window": 200, "test": "mann_kendall", "ema": 0.5}],
         [{"rule": "threshold", "stop_at": -1e300}],
         [{"rule": "asha", "reduction_factor": 2, "min_step": 1}],
-        [{"rule": "outlook"}, {"rule": "degenerate"}, {"rule": "divergence", "run_factor": 10}],
+        [{"rule": "outlook"}, {"rule": "perfect"}, {"rule": "divergence", "run_factor": 10}],
         [{"rule": "percentile", "warmup_steps": 2}],  # warmup's old name
         [{"rule": "outlook", "lr_key": ["lr", "learning_rate"], "loss_key": "val/loss"}],  # names, or one
     ]

@@ -31,9 +31,8 @@ from typing import Any
 from plateau_tracker.server.policy.presets import preset
 from plateau_tracker.server.replay._curves import Curve, load_jsonl
 from tests.benchmarks._judging import Judgement, SourceFrame
+from tests.benchmarks._sources import DEFAULT_CURVES
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "curves"
-DEFAULT_CURVES = SHARED / "opda_curves.jsonl"
 TARGETS = {
     "worst_margin": -0.03,
     "mean_margin": 0.08,

@@ -42,7 +42,7 @@ from plateau_tracker.server.replay._curves import Curve
 from plateau_tracker.server.replay._report import summarise
 from plateau_tracker.server.replay._simulate import best_index, replay_sweep
 from tests.benchmarks._frontier import results_at
-from tests.benchmarks.bench_replay import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
+from tests.benchmarks._sources import DEFAULT_CORPUS, DEFAULT_CURVES, Source, load_sources
 
 
 def score(

@@ -1,5 +1,5 @@
 """A share logged in percent (``100 * correct / total``, timm's and torchvision's ``top1``) read as the same
-share: its perfect score is 100 and its step is 100 times a share's.
+share: its perfect score is 100.
 
 A share's name is what lets a rule read percent (``plateau_tracker._mode.names_a_share``: ``val/acc``,
 ``eval_top1``, ``val/mAP``; not a reward, a return or PSNR, which pass through 100 on their way to more), and
@@ -10,10 +10,7 @@ all its values could be one at about 1% (:func:`could_be_percent_at_one`) a valu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from plateau_tracker._mode import names_a_share as _share_by_name
-from plateau_tracker.server.policy._resolution import resolution
 from plateau_tracker.server.policy._types import Mode
 
 
@@ -50,14 +47,3 @@ def could_be_percent_at_one(low: float, high: float, *, percent: bool) -> bool:
     share in percent at about 1% (no value has shown percent, and all lie within
     :data:`PERCENT_CHANCE_BAND` below 1): a value of 1 then says nothing about a perfect score."""
     return not percent and high <= 1.0 and low > 1.0 - PERCENT_CHANCE_BAND
-
-
-def share_resolution(values: Iterable[float], share: bool) -> float:
-    """:func:`~tracker.policy._resolution.resolution` of ``values``, read on a share's scale when they are a
-    share in percent (``share``: the monitor is named as one; and a value is :func:`in_percent`). Read as
-    they stand, 30 samples in percent move in thirds (10/3 is a third's multiple) where as a share they move
-    in thirtieths: a step ten times finer than the same accuracy's, relative to its range."""
-    kept = list(values)
-    if share and any(in_percent(v) for v in kept):
-        return 100.0 * resolution(v / 100.0 for v in kept)
-    return resolution(kept)

@@ -3,7 +3,7 @@
 The engine stops reading a plan the run has passed (:func:`plateau_tracker.server.policy.evaluate` judges it
 from there as a run with no plan), which keeps a run whose plan was given in epochs while it logs batches from
 being stopped as "no time left" while it climbs. The user should still hear of it: the rules that read the
-plan (``outlook``'s pace to the end, ``degenerate``'s and the blind run's shares of it) judged the run
+plan (``outlook``'s pace to the end, its floor and its blind hold) judged the run
 against a plan that was not its own until then.
 """
 
