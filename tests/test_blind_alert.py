@@ -33,9 +33,10 @@ def test_a_blind_run_is_told_in_the_training_process_and_on_the_dashboard(
     assert [(a["rule"], a["step"]) for a in alerts[False]] == [("blind", 15)]
     reason = alerts[False][0]["reason"]
     assert (
-        "outlook judges this run from 0.5 of its plan (step 30) while it still learns, not from 0.25 (step 15)"
+        "outlook judges this run from 0.5 of its plan (step 30) while it still learns, "
+        "not from 0.25 (step 15)"
     ) in reason
-    assert alerts[True] == []  # a rate logged: judged from 30%, nothing to say
+    assert alerts[True] == []  # a rate logged: judged from a quarter, nothing to say
     said = [r.getMessage() for r in caplog.records if "neither a learning rate" in r.getMessage()]
     assert said == [f"plateau: {reason}"]
 
