@@ -71,7 +71,7 @@ def rules_of(args: argparse.Namespace) -> list[dict[str, Any]]:
 def summary(rows: dict[str, Judgement]) -> dict[str, Any]:
     margins = [j.margin for j in rows.values()]
     return {
-        "sources": len(rows),
+        "count": len(rows),
         "worst_margin": min(margins),
         "mean_margin": statistics.fmean(margins),
         "median_room_share": statistics.median(j.room_share for j in rows.values()),
@@ -94,7 +94,7 @@ def print_draw(name: str, rows: dict[str, Judgement], seconds: float) -> None:
             f"{j.patience10.regret:.4f} | {j.against_patience10} | {stops} |"
         )
     s = summary(rows)
-    n = s["sources"]
+    n = s["count"]
     print(
         f"\nworst margin {100 * s['worst_margin']:+.1f} pp (target >= -3), "
         f"mean {100 * s['mean_margin']:+.1f} pp (>= +8), "

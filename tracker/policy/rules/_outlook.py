@@ -136,7 +136,7 @@ class Outlook(Rule[OutlookParams]):
         if n == 2:
             state["ref"] = max(state["ref"], y)
         if y > state["best"]:
-            if y - state["best"] > self.params.noise * sigma:
+            if _beyond(y - state["best"], self.params.noise * sigma):
                 state["evidence"] = n
             state["best"], state["best_step"], state["since_best"] = y, step, 0
             keep_best(state["path"], step, y)
@@ -154,7 +154,7 @@ class Outlook(Rule[OutlookParams]):
             return False
         if loss >= state["loss_best"]:
             return False
-        fell: bool = state["loss_best"] - loss > self.params.noise * step_noise(recent)
+        fell = _beyond(state["loss_best"] - loss, self.params.noise * step_noise(recent))
         state["loss_best"] = loss
         if fell:
             state["evidence"] = n
@@ -206,13 +206,13 @@ class Outlook(Rule[OutlookParams]):
             return False
         first = state["first"]
         gained = state["best"] - first
-        if sum(last) / p.window - first > max(p.collapse * gained, p.noise * sigma):
+        if _beyond(sum(last) / p.window - first, max(p.collapse * gained, p.noise * sigma)):
             return False
         for key in ("loss", "train"):
             if f"{key}_first" in state:
                 start, lowest = state[f"{key}_first"], state[f"{key}_best"]
                 losses = state[f"{key}_recent"][-p.window :]
-                if sum(losses) / len(losses) < start - p.collapse * (start - lowest):
+                if _beyond(start - sum(losses) / len(losses), p.collapse * (start - lowest)):
                     return False
         return True
 
@@ -241,9 +241,9 @@ class Outlook(Rule[OutlookParams]):
         progress = best - state["ref"]
         bar = p.noise * sigma
         last = state["recent"][-p.window :]
-        if len(last) == p.window and all(best - v > max(p.retreat * progress, bar) for v in last):
+        if len(last) == p.window and all(_beyond(best - v, max(p.retreat * progress, bar)) for v in last):
             return self._verdict(state, obs, "retreat", sigma, planned)
-        if state["since_best"] < p.settle or best - first <= bar:
+        if state["since_best"] < p.settle or not _beyond(best - first, bar):
             return None
         if planned and obs.step / planned > 1.0 - p.final_share:
             return None
@@ -252,7 +252,7 @@ class Outlook(Rule[OutlookParams]):
         earlier = best_at_half(state["path"], obs.step)
         gain = best - (first if earlier is None else earlier)
         doublings = math.log2(planned / obs.step) if planned and planned > obs.step else 1.0
-        if gain * doublings > p.relative_delta * progress:
+        if _beyond(gain * doublings, p.relative_delta * progress):
             return None
         state["pace"] = [gain, doublings, progress]
         return self._verdict(state, obs, "pace", sigma, planned)
@@ -357,6 +357,12 @@ class Outlook(Rule[OutlookParams]):
 
 # What :meth:`Outlook._held` answers for a hold that says nothing: it is never returned from ``observe``.
 _CONTINUE = Verdict(action="continue", rule="outlook", step=0, reason="held")
+
+
+def _beyond(gain: float, bar: float) -> bool:
+    """``gain > bar`` beyond float rounding: a tie in exact arithmetic (a retreat of exactly one step of a
+    coarse metric against a bar of one step) reads the same in any units, a share or a percent."""
+    return gain > bar + 1e-9 * (abs(gain) + abs(bar))
 
 
 def _pushed(state: State, key: str, value: float) -> list[float]:
