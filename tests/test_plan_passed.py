@@ -16,8 +16,8 @@ from plateau_tracker.server.policy.presets import preset
 from tests._server import TrackerProcess, free_port
 
 POLICY = preset("default", monitor="val/acc", mode="max")
-# An accuracy that climbs for 40 epochs, on 1,000 validation samples.
-ACCURACY = [round((0.1 + 0.85 * (1 - math.exp(-epoch / 6))) * 1000) / 1000 for epoch in range(40)]
+# An accuracy on 1,000 validation samples that climbs for 20 epochs of 40 and then creeps.
+ACCURACY = [round((0.1 + 0.85 * (1 - math.exp(-epoch / 3))) * 1000) / 1000 for epoch in range(40)]
 
 
 def stops(observations: list[Observation], planned: int | None, *, batch: int) -> list[tuple[int, str]]:
@@ -35,9 +35,8 @@ def stops(observations: list[Observation], planned: int | None, *, batch: int) -
 
 
 def test_a_plan_given_in_epochs_to_a_run_that_logs_batches_is_not_read_as_no_time_left() -> None:
-    """Planned for 39 epochs, logged at batch 100 x epoch: read as it stood, the plan left the run no
-    doubling at step 100, and the default stopped it at epoch 13 (0.853, climbing to 0.947). Past its plan
-    the run is judged as one with none, in batches of any size."""
+    """Planned for 39 epochs, logged at batch 100 x epoch: read as it stood, the plan would leave the run no
+    doubling from step 100 on. Past its plan the run is judged as one with none, in batches of any size."""
     in_batches = [Observation(100 * epoch, value, 0.0) for epoch, value in enumerate(ACCURACY)]
     unplanned = stops(in_batches, None, batch=40)
     assert stops(in_batches, 39, batch=40) == unplanned

@@ -334,9 +334,12 @@ def test_keys_logged_after_the_monitored_value_at_its_step_are_judged_with_it(
     step before, and this run stopped one evaluation late (at the step the engine gives for rates one
     evaluation late, asserted to differ below, so this test can tell)."""
     n = 40
-    acc = [round(0.9 * (1 - math.exp(-0.3 * (i + 1))), 4) for i in range(n)]
+    # Climbs to step 22, then falls away from its best under a rate that decays to 30% of its peak at
+    # step 28: held while the rate is high, stopped at the first step it is not.
+    acc = [round(0.85 * (1 - math.exp(-0.2 * (min(i, 22) + 1))) - 0.03 * max(0, i - 22), 4) for i in range(n)]
     companions = [
-        {"lr": 0.1 * (1 - i / n), "val_loss": round(1.5 * math.exp(-0.3 * i) + 0.3, 4)} for i in range(n)
+        {"lr": 0.1 * (1 - i / n), "val_loss": round(1.5 * math.exp(-0.3 * min(i, 10)) + 0.3, 4)}
+        for i in range(n)
     ]
     exact = _default_stop(acc, companions, n - 1)
     late = _default_stop(acc, [{}, *companions[:-1]], n - 1)
