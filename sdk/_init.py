@@ -68,8 +68,8 @@ def init(
     that says neither (``val``, ``score``) is minimised with a ``UserWarning`` asking for ``mode``.
     ``planned_steps``: the step the run plans to end at, for budget-aware rules (log the learning rate as
     ``"lr"`` too, and they also see the schedule). The default rules (``rules`` omitted) judge a run against
-    it; without it they take the run to last as long again at each evaluation, and a warning says so once
-    a process.
+    it; without it they judge the pace one doubling of the run at a time, and with no validation loss
+    either they fall back to patience; a warning says so once a process.
     ``combine``: ``"any"`` (the first rule that says stop stops) or ``"all"`` (every convergence rule must).
     ``reduce``: judge rank 0's value of ``monitor`` (``"rank0"``) or its mean/min/max over ranks, once
     every rank has logged the step, or ``reduce_timeout_s`` (the tracker's default: 60) after the first did,
@@ -188,8 +188,9 @@ def _say_no_plan() -> None:
     _said_no_plan = True
     logger.warning(
         "plateau: no planned_steps given: the default policy judges a run against its plan (the last step "
-        "it will log) and, without one, takes the run to last as long again at each evaluation, which stops "
-        "runs that would climb again late; pass planned_steps=N (README: Declare the plan)"
+        "it will log); without one it judges the pace one doubling of the run at a time, and a run that logs "
+        "no validation loss either by patience (10 evaluations), which stops runs that would climb again "
+        "late; pass planned_steps=N (README: Declare the plan)"
     )
 
 
