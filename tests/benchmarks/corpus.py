@@ -67,13 +67,12 @@ TASKS = (
     Task("cnn/digits-noisy-loss", "cnn", "cnn", "digits", 150, 600, "loss"),
     Task("gbdt/synthetic-coarse", "gbdt", "gbdt", "synthetic-hard", 120, 1500, "acc"),
     Task("gbdt/synthetic-logloss", "gbdt", "gbdt", "synthetic-hard", 600, 1500, "loss"),
-    # Added 2026-11-25 (later session), after the default's parameters were chosen: held-out sources at
-    # the coarse end, accuracy on 30 and 114 validation samples. Appended, so every earlier source keeps
-    # its seeds.
+    # The coarse end: accuracy on 30 and 114 validation samples. Each new source is appended, so every
+    # earlier source keeps its seeds.
     Task("mlp/iris-tiny", "mlp", "mlp", "iris", 30, 45, "acc"),
     Task("mlp/cancer", "mlp", "mlp", "breast_cancer", 114, 150, "acc"),
-    # Appended after the above: late phase transitions (a recurrent network that sits at chance, then
-    # learns a task all at once) and boosting judged at every round.
+    # Late phase transitions (a recurrent network that sits at chance, then learns a task all at once) and
+    # boosting judged at every round.
     Task("seq/recall", "seq", "seq", "recall", 500, 1000, "acc"),
     Task("seq/recall-loss", "seq", "seq", "recall", 500, 1000, "loss"),
     Task("gbdt/per-round", "gbdt", "gbdt", "synthetic-hard", 300, 1500, "acc"),
