@@ -59,7 +59,7 @@ class OutlookParams(RuleParams):
     """Parameters of ``outlook``; the module docstring says what each does."""
 
     rule: Literal["outlook"] = "outlook"
-    relative_delta: float = Field(default=0.015, gt=0.0, le=1.0)
+    relative_delta: float = Field(default=0.03, gt=0.0, le=1.0)
     min_progress: float = Field(default=0.25, ge=0.0, le=1.0)
     blind_progress: float = Field(default=0.5, ge=0.0, le=1.0)
     final_share: float = Field(default=0.1, ge=0.0, le=1.0)
