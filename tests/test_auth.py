@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,17 +14,12 @@ import plateau_tracker
 from plateau_tracker.server.db.engine import Database
 from plateau_tracker.server.db.migrate import upgrade
 from plateau_tracker.server.services.auth import Authenticator, AuthError, create_token, revoke_token
+from tests._cli import plateau_cli
 from tests._server import TrackerProcess, free_port
 
 
 def plateau(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "plateau_tracker", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return plateau_cli(*args, timeout=60)
 
 
 def new_token(home: Path, project: str, scope: str) -> str:

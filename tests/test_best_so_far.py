@@ -233,7 +233,7 @@ def test_the_best_at_half_the_run_is_the_last_kept_best_at_or_before_it(
     """``outlook``'s best-so-far path stays within ``MAX_PATH`` entries however many new bests a run sets,
     and the best it reads at half the run is the path's last entry at or before that step (None before the
     path starts): thinning only ever makes that best older, so the measured pace larger, never smaller."""
-    from plateau_tracker.server.policy.rules._loss_names import MAX_PATH, best_at_half, keep_best
+    from plateau_tracker.server.policy.rules._best_path import MAX_PATH, best_at_half, keep_best
 
     path: list[list[float]] = []
     step = 0

@@ -3,9 +3,7 @@ and ``plateau sync`` honours ``$PLATEAU_URL``."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -13,18 +11,12 @@ import httpx
 import pytest
 
 import plateau_tracker as plateau
+from tests._cli import plateau_cli
 from tests._server import TrackerProcess, free_port
 
 
 def _plateau(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "plateau_tracker", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+    return plateau_cli(*args, env=env)
 
 
 def test_bare_plateau_prints_its_help() -> None:

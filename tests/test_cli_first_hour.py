@@ -19,19 +19,14 @@ from plateau_tracker.server.cli import build_parser
 from plateau_tracker.server.config import Settings
 from plateau_tracker.server.db.engine import store_identity
 from plateau_tracker.server.discovery import health_of, tracker_for
+from tests._cli import plateau_cli
 from tests._server import TrackerProcess, free_port
 
 
 def _plateau(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "plateau_tracker", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
+    return plateau_cli(*args, env=env, timeout=timeout)
 
 
 def _children(pid: int) -> set[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -48,6 +49,28 @@ def check_round_trip(url: str) -> None:
         engine.dispose()
 
 
+def insert_old_runs(connection: Any, policy: dict[str, Any], judged_steps: list[int]) -> None:
+    """A project, an experiment and one running run per judged step (-1: not judged yet), all stored with
+    ``policy`` as an older revision stored it: raw rows, since the models describe today's schema."""
+    from sqlalchemy import text
+
+    moment = "2026-01-01 00:00:00"
+    connection.execute(text("INSERT INTO project (id, name, created_at) VALUES (1, 'p', :t)"), {"t": moment})
+    connection.execute(
+        text("INSERT INTO experiment (id, project_id, name, created_at) VALUES (1, 1, 'e', :t)"),
+        {"t": moment},
+    )
+    for run_id, judged in enumerate(judged_steps, start=1):
+        connection.execute(
+            text(
+                "INSERT INTO run (id, project_id, experiment_id, name, run_key, config, tags, policy, "
+                "status, world_size, started_at, last_heartbeat, judged_step, decision_seq, summary) "
+                "VALUES (:id, 1, 1, 'r', :key, '{}', '[]', :policy, 'running', 1, :t, :t, :judged, 0, '{}')"
+            ),
+            {"id": run_id, "key": f"k{run_id}", "policy": json.dumps(policy), "t": moment, "judged": judged},
+        )
+
+
 def test_sqlite_schema_matches_models_and_round_trips(tmp_path: Path) -> None:
     check_round_trip(f"sqlite:///{tmp_path / 'plateau.db'}")
 
@@ -83,23 +106,8 @@ def test_policies_stored_past_the_rules_bounds_are_brought_within_them(tmp_path:
         ],
     }
     engine = make_engine(url)
-    moment = "2026-01-01 00:00:00"
     with engine.begin() as connection:
-        connection.execute(
-            text("INSERT INTO project (id, name, created_at) VALUES (1, 'p', :t)"), {"t": moment}
-        )
-        connection.execute(
-            text("INSERT INTO experiment (id, project_id, name, created_at) VALUES (1, 1, 'e', :t)"),
-            {"t": moment},
-        )
-        connection.execute(
-            text(
-                "INSERT INTO run (project_id, experiment_id, name, run_key, config, tags, policy, status, "
-                "world_size, started_at, last_heartbeat, judged_step, decision_seq, summary) "
-                "VALUES (1, 1, 'r', 'k', '{}', '[]', :policy, 'running', 1, :t, :t, -1, 0, '{}')"
-            ),
-            {"policy": json.dumps(past), "t": moment},
-        )
+        insert_old_runs(connection, past, [-1])
     migrate.upgrade(url)
     with engine.connect() as connection:
         stored = json.loads(connection.execute(text("SELECT policy FROM run")).scalar_one())
@@ -138,7 +146,6 @@ def test_policies_on_the_old_default_read_on_the_rebuilt_one(tmp_path: Path) -> 
         },
     ]
     engine = make_engine(url)
-    moment = "2026-01-01 00:00:00"
     wrapper = {"ema": None, "vote": None, "stopped": False}
     checkpoint_state = {"s": {}, **wrapper, "best": [0.9, 7]}
     old_states = {
@@ -150,29 +157,7 @@ def test_policies_on_the_old_default_read_on_the_rebuilt_one(tmp_path: Path) -> 
         "outlook": {"s": {"path": [[7, 0.9]], "half": 2}, **wrapper},
     }
     with engine.begin() as connection:
-        connection.execute(
-            text("INSERT INTO project (id, name, created_at) VALUES (1, 'p', :t)"), {"t": moment}
-        )
-        connection.execute(
-            text("INSERT INTO experiment (id, project_id, name, created_at) VALUES (1, 1, 'e', :t)"),
-            {"t": moment},
-        )
-        for run_id, judged in ((1, True), (2, False)):
-            connection.execute(
-                text(
-                    "INSERT INTO run (id, project_id, experiment_id, name, run_key, config, tags, policy, "
-                    "status, world_size, started_at, last_heartbeat, judged_step, decision_seq, summary) "
-                    "VALUES (:id, 1, 1, 'r', :key, '{}', '[]', :policy, 'running', 1, :t, :t, :judged, 0, "
-                    "'{}')"
-                ),
-                {
-                    "id": run_id,
-                    "key": f"k{run_id}",
-                    "policy": json.dumps({"monitor": "acc", "mode": "max", "rules": old_rules}),
-                    "t": moment,
-                    "judged": 7 if judged else -1,
-                },
-            )
+        insert_old_runs(connection, {"monitor": "acc", "mode": "max", "rules": old_rules}, [7, -1])
         for index, rule in enumerate(old_rules):
             body = old_states[rule["rule"]]
             connection.execute(

@@ -4,9 +4,7 @@ SQLite (unless ``--no-upgrade``)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -14,21 +12,14 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from plateau_tracker.server.db import migrate
+from tests._cli import plateau_cli
 from tests._server import TrackerProcess, free_port
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 def _plateau(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PLATEAU_")}
-    return subprocess.run(
-        [sys.executable, "-m", "plateau_tracker", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    return plateau_cli(*args, clean=True)
 
 
 def _one_line(out: subprocess.CompletedProcess[str]) -> str:

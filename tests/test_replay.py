@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import replace
@@ -17,19 +16,14 @@ import pytest
 from plateau_tracker.server.policy.presets import preset
 from plateau_tracker.server.replay._curves import Curve, load_jsonl
 from plateau_tracker.server.replay._simulate import replay_curve, replay_sweep
+from tests._cli import plateau_cli
 from tests.conftest import create_run
 
 OPDA = Path(__file__).resolve().parents[2] / "shared" / "data" / "curves" / "opda_curves.jsonl"
 
 
 def plateau_replay(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "plateau_tracker", "replay", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return plateau_cli("replay", *args)
 
 
 def brute_force_patience(values: list[float], k: int) -> int:

@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from plateau_tracker.server.policy.presets import preset
-from plateau_tracker.server.replay._curves import Curve, load_jsonl
 from tests.benchmarks._judging import Judgement, SourceFrame
-from tests.benchmarks._sources import DEFAULT_CURVES
+from tests.benchmarks._sources import DEFAULT_CURVES, Source, load_sources
 
 TARGETS = {
     "worst_margin": -0.03,
@@ -42,15 +41,12 @@ TARGETS = {
 }
 
 
-def load_draw(path: Path, *, alone: bool) -> dict[str, tuple[str, list[Curve]]]:
-    """Complete runs of one file by source, with the source's mode."""
-    sources: dict[str, tuple[str, list[Curve]]] = {}
-    for curve in load_jsonl(path, metric="val", score="val2"):
-        if not curve.complete:
-            continue
-        if alone:
-            curve = replace(curve, extras={}, planned_steps=None)
-        sources.setdefault(curve.source, (curve.mode or "max", []))[1].append(curve)
+def load_draw(path: Path, *, alone: bool) -> dict[str, Source]:
+    """Complete runs of one file by source; ``alone``: without their companion series and their plan."""
+    sources = load_sources(None, [path])
+    if alone:
+        for source in sources.values():
+            source.curves = [replace(c, extras={}, planned_steps=None) for c in source.curves]
     return sources
 
 
@@ -122,10 +118,10 @@ def main() -> None:
     for path in files:
         started = time.perf_counter()
         rows: dict[str, Judgement] = {}
-        for source, (mode, curves) in load_draw(path, alone=args.alone).items():
-            if args.source and source not in args.source:
+        for name, source in load_draw(path, alone=args.alone).items():
+            if args.source and name not in args.source:
                 continue
-            rows[source] = SourceFrame(curves, mode).judge(rules)[0]  # type: ignore[arg-type]
+            rows[name] = SourceFrame(source.curves, source.mode).judge(rules)[0]
         seconds = time.perf_counter() - started
         out["draws"][path.name] = {"sources": {s: j.as_json() for s, j in rows.items()}, **summary(rows)}
         if not args.json:

@@ -1,17 +1,11 @@
-"""The names a validation or training loss goes by beside a monitored metric, and a best-so-far path."""
+"""The names a validation or training loss goes by beside a monitored metric."""
 
 from __future__ import annotations
-
-import bisect
-from operator import itemgetter
 
 from plateau_tracker._mode import names_a_loss
 from plateau_tracker.server.policy._keys import MetricNames, Names, in_training_namespace
 from plateau_tracker.server.policy._types import Mode
 
-# A best-so-far path keeps at most this many points: thinning only ever makes the looked-up earlier best
-# older (so the measured pace larger, the outlook more hopeful), never the reverse.
-MAX_PATH = 64
 # The last words of a loss logged beside a metric of the same set: the cross-entropies as
 # PyTorch loops, Keras, LightGBM (binary_logloss, multi_logloss) and XGBoost (logloss, mlogloss) name them,
 # perplexity, and the regression losses. Each names a loss (plateau_tracker._mode.names_a_loss).
@@ -26,7 +20,6 @@ _SET_SEPARATORS = ("/", "-", ".")
 # written, and each would add 17 names to look up).
 _TRAINING_WORDS = ("train", "training")
 _TRAINING_LEAVES = (*SET_LOSS_LEAVES, "loss_epoch")
-_step_of = itemgetter(0)
 
 
 def loss_names(loss_key: MetricNames | None, monitor: str, mode: Mode) -> Names:
@@ -92,18 +85,3 @@ def _set_prefix(monitor: str) -> str:
     if cut < 0:
         cut = monitor.find("_")
     return monitor[: cut + 1] if cut > 0 else ""
-
-
-def keep_best(path: list[list[float]], step: int, value: float) -> None:
-    """Append a new best to a best-so-far path (in place), thinning its middle past ``MAX_PATH`` points
-    (the first and the latest stay)."""
-    path.append([step, value])
-    if len(path) > MAX_PATH:
-        del path[1:-1:2]
-
-
-def best_at_half(path: list[list[float]], t: int) -> float | None:
-    """The best so far at step ``t / 2``: the last entry of the step-ordered path at or before it; None
-    when the path starts later."""
-    at_half = bisect.bisect_right(path, t / 2, key=_step_of)
-    return path[at_half - 1][1] if at_half else None

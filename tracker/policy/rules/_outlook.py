@@ -41,12 +41,8 @@ from plateau_tracker.server.policy._base import MAX_STEP, Rule, RuleParams, Stat
 from plateau_tracker.server.policy._keys import MetricNames, Names
 from plateau_tracker.server.policy._stats import ols, step_noise
 from plateau_tracker.server.policy._types import Context, Mode, Observation, Verdict, fmt
-from plateau_tracker.server.policy.rules._loss_names import (
-    best_at_half,
-    keep_best,
-    loss_names,
-    train_loss_names,
-)
+from plateau_tracker.server.policy.rules._best_path import best_at_half, keep_best
+from plateau_tracker.server.policy.rules._loss_names import loss_names, train_loss_names
 
 _RECENT = 16  # the latest values the noise, the chance test and the retreat read
 _RISE = 8  # the latest values the rising test fits
@@ -101,10 +97,7 @@ class Outlook(Rule[OutlookParams]):
             return state, None
         y = self._sign * obs.value
         n = state["n"] = state["n"] + 1
-        recent = state["recent"]
-        recent.append(y)
-        if len(recent) > _RECENT:
-            del recent[0]
+        recent = _pushed(state, "recent", y)
         sigma = step_noise(recent)
         self._observe_best(state, obs.step, y, n, sigma)
         loss_fell = self._observe_loss(state, obs, n)
@@ -121,9 +114,12 @@ class Outlook(Rule[OutlookParams]):
             return state, self._verdict(state, obs, "chance", sigma, ctx.planned_steps)
         if rising or loss_fell:
             return state, None
-        held = self._held(state, obs, ctx.planned_steps, lr_holds)
-        if held is not None:
-            return state, held if held.action == "alert" else None
+        hold = self._hold(state, obs, ctx.planned_steps, lr_holds)
+        if hold == BLIND_ALERT and not state.get("blind_said"):
+            state["blind_said"] = True
+            return state, self._blind_alert(obs, ctx.planned_steps or 0)
+        if hold is not None:
+            return state, None
         return state, self._retreat_or_pace(state, obs, sigma, ctx.planned_steps)
 
     def _observe_best(self, state: State, step: int, y: float, n: int, sigma: float) -> None:
@@ -216,21 +212,22 @@ class Outlook(Rule[OutlookParams]):
                     return False
         return True
 
-    def _held(self, state: State, obs: Observation, planned: int | None, lr_holds: bool) -> Verdict | None:
-        """A verdict standing in for a stop while a hold stands: the ``blind`` alert the first time that
-        hold is the one, a plain ``continue`` otherwise; None when no hold stands."""
+    def _hold(self, state: State, obs: Observation, planned: int | None, lr_holds: bool) -> str | None:
+        """The hold that stands at ``obs``: ``blind`` (a run that logs neither a rate nor a validation loss,
+        between ``min_progress`` and ``blind_progress`` of its plan), ``plan`` (before ``min_progress``),
+        ``rate`` (its learning rate still to anneal); None when none stands or the run has shown no evidence
+        of learning within its last ``hold`` evaluations."""
         p = self.params
         if state["n"] - state["evidence"] >= p.hold:
             return None
         fraction = obs.step / planned if planned else None
         blind = not state.get("lr_seen") and "loss_first" not in state
         if fraction is not None and fraction >= p.min_progress and blind and fraction < p.blind_progress:
-            if not state.get("blind_said"):
-                state["blind_said"] = True
-                return self._blind_alert(obs, planned or 0)
-            return _CONTINUE
-        if lr_holds or (fraction is not None and fraction < p.min_progress):
-            return _CONTINUE
+            return BLIND_ALERT
+        if lr_holds:
+            return "rate"
+        if fraction is not None and fraction < p.min_progress:
+            return "plan"
         return None
 
     def _retreat_or_pace(
@@ -353,10 +350,6 @@ class Outlook(Rule[OutlookParams]):
             best_step=state["best_step"],
             best_value=value,
         )
-
-
-# What :meth:`Outlook._held` answers for a hold that says nothing: it is never returned from ``observe``.
-_CONTINUE = Verdict(action="continue", rule="outlook", step=0, reason="held")
 
 
 def _beyond(gain: float, bar: float) -> bool:
