@@ -292,6 +292,21 @@ def test_a_negative_regret_is_no_saving_over_the_frontier() -> None:
     assert saved_at([Point(0.5, -0.001)], 0.0) == 0.5  # a lucky point alone is the frontier at 0
 
 
+def test_one_lucky_run_does_not_offset_another_runs_loss() -> None:
+    """Each run's regret counts at 0 or more before the mean: a run whose kept checkpoint scores better on
+    the held-out split than its watched best does not cancel what another run lost, for a policy and for
+    the patience-k frontier alike."""
+    from tests.benchmarks._frontier import outcome, patience_frontier
+
+    # Run a: its watched best (index 3) scores 0.5 below its first checkpoint on the held-out split.
+    lucky = Curve("s", "a", [1, 2, 3, 4], [0.4, 0.3, 0.35, 0.5], [0.9, 0.5, 0.5, 0.4], [1, 2, 3, 4])
+    # Run b: stopping before its late best (index 3) loses 0.3.
+    late = Curve("s", "b", [1, 2, 3, 4], [0.5, 0.4, 0.4, 0.9], [0.5, 0.5, 0.5, 0.8], [1, 2, 3, 4])
+    point = outcome([lucky, late], [0, 2], "max")
+    assert point.regret == pytest.approx(0.3 / 2)  # not (-0.5 + 0.3) / 2
+    assert patience_frontier([lucky, late], "max", ks=[1])[1].regret == pytest.approx(0.3 / 2)
+
+
 def test_the_sweep_benchmarks_optuna_side_is_the_same_from_run_to_run(opda_slice: Path) -> None:
     """Optuna's HyperbandPruner brackets trials by a hash of the study's name, drawn at random unless
     given: the benchmark names its studies, so each pruner stops the same runs at the same checkpoints on
@@ -519,3 +534,31 @@ def test_replay_reads_the_direction_from_the_metrics_name_when_nothing_else_give
     assert by_name["val_loss"]["stop_index"] == {"s/0": 4}  # two evaluations after the lowest, 0.4
     assert by_name["val"]["policy"]["mode"] == "max"
     assert by_name["val"]["stop_index"] == {"s/0": 2}  # read as an accuracy: best at the first value
+
+
+def test_bench_default_pools_a_sources_runs_across_draws_and_reads_no_opda_when_told(
+    opda_slice: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pooled`` judges each source over every draw given, as one source of all their runs; ``--curves
+    ''`` leaves OPDA out instead of reading the working directory as a curve file."""
+    import sys
+
+    from tests.benchmarks import bench_default
+
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["bench_default", "--curves", "", "--corpus", str(opda_slice), str(opda_slice), "--pooled", "--json"],
+    )
+    bench_default.main()
+    draws = json.loads(capsys.readouterr().out)["draws"]
+    # One key for the file given twice, and one for the pooled table.
+    assert list(draws) == ["slice.jsonl", "corpus draws pooled per source"]
+    pooled = draws["corpus draws pooled per source"]["sources"]
+    single = draws["slice.jsonl"]["sources"]
+    assert set(pooled) == set(single)
+    for name, judged in pooled.items():
+        # Twice the same runs: the same saving and regret, with every stop counted twice.
+        assert judged["saved"] == pytest.approx(single[name]["saved"])
+        assert judged["regret"] == pytest.approx(single[name]["regret"])
+        assert sum(judged["stops"].values()) == 2 * sum(single[name]["stops"].values())

@@ -71,10 +71,21 @@ def results_at(
     ]
 
 
+def run_regret(result: RunResult) -> float:
+    """A run's regret as the benchmarks count it: below 0 it counts as 0. A kept checkpoint that scores
+    better on the held-out split than the full run's best is luck of that split, not a saving, and it must
+    not offset another run's loss: counted as it fell, one lucky run in a source (a diverged run scoring
+    0.52 better at its first checkpoint than at its watched best) made the mean regret of patience-1 read 0
+    and put the frontier at no regret at patience-1's saving."""
+    return max(result.regret, 0.0)
+
+
 def outcome(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> Point:
-    """Compute saved and mean regret when each curve stops at its index in ``stops``."""
-    report = summarise("", results_at(curves, stops, mode), sweep=False)
-    return Point(report.compute_saved, report.mean_regret)
+    """Compute saved and mean regret (each run's counted by :func:`run_regret`) when each curve stops at
+    its index in ``stops``."""
+    results = results_at(curves, stops, mode)
+    report = summarise("", results, sweep=False)
+    return Point(report.compute_saved, sum(map(run_regret, results)) / len(results))
 
 
 def patience_frontier(
@@ -135,7 +146,7 @@ def run_costs(curves: Sequence[Curve], stops: Sequence[int], mode: Mode) -> RunC
     return RunCosts(
         full=[r.cost_full for r in results],
         used=[r.cost_used for r in results],
-        regret=[r.regret for r in results],
+        regret=[run_regret(r) for r in results],
     )
 
 
@@ -165,7 +176,7 @@ def stop_choices(curve: Curve, mode: Mode) -> list[tuple[float, float]]:
             curve=curve, stop_index=i, kept_index=kept, full_best_index=full, stopped_by=None, mode=mode
         )
         if math.isfinite(result.regret):
-            choices.append((result.cost_full - result.cost_used, result.regret))
+            choices.append((result.cost_full - result.cost_used, run_regret(result)))
     return choices
 
 

@@ -16,6 +16,11 @@ Per source (complete runs; the watched metric ``val``, scored on ``val2``):
 
 ``--alone`` drops every companion series (rate, validation and training loss) and the plan, as for a
 trainer that logs nothing but the watched metric: the default's fallback then judges.
+
+``--pooled`` adds one more table: each source's runs from every corpus draw given, judged together. The
+draws of one source come from one generator at one scale, so this pools one source's runs, never regret
+across sources; with four draws of 24 runs a source's frontier rests on 96 runs, and its margin moves less
+with the draw than a single draw's does.
 """
 
 from __future__ import annotations
@@ -110,24 +115,39 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="RULE.PARAM=JSON")
     parser.add_argument("--alone", action="store_true", help="drop every companion series and the plan")
     parser.add_argument("--source", action="append", help="only these sources")
+    parser.add_argument("--pooled", action="store_true", help="also judge each source over all draws")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rules = rules_of(args)
-    files = ([args.curves] if str(args.curves) and args.curves.exists() else []) + list(args.corpus)
+    # A path given as '' reads as '.', which exists: only a file counts.
+    files = ([args.curves] if args.curves.is_file() else []) + list(args.corpus)
     out: dict[str, Any] = {"rules": rules, "draws": {}}
-    for path in files:
+    draws = [(path.name, load_draw(path, alone=args.alone)) for path in files]
+    if args.pooled and args.corpus:
+        draws.append(("corpus draws pooled per source", pooled(draws[-len(args.corpus) :])))
+    for name, sources in draws:
         started = time.perf_counter()
         rows: dict[str, Judgement] = {}
-        for name, source in load_draw(path, alone=args.alone).items():
-            if args.source and name not in args.source:
+        for source_name, source in sources.items():
+            if args.source and source_name not in args.source:
                 continue
-            rows[name] = SourceFrame(source.curves, source.mode).judge(rules)[0]
+            rows[source_name] = SourceFrame(source.curves, source.mode).judge(rules)[0]
         seconds = time.perf_counter() - started
-        out["draws"][path.name] = {"sources": {s: j.as_json() for s, j in rows.items()}, **summary(rows)}
+        out["draws"][name] = {"sources": {s: j.as_json() for s, j in rows.items()}, **summary(rows)}
         if not args.json:
-            print_draw(path.name, rows, seconds)
+            print_draw(name, rows, seconds)
     if args.json:
         print(json.dumps(out, indent=2))
+
+
+def pooled(draws: list[tuple[str, dict[str, Source]]]) -> dict[str, Source]:
+    """Each source's runs from every draw, as one source."""
+    sources: dict[str, Source] = {}
+    for _, draw in draws:
+        for name, source in draw.items():
+            into = sources.setdefault(name, Source(name, source.family, source.mode, []))
+            into.curves.extend(source.curves)
+    return sources
 
 
 if __name__ == "__main__":
