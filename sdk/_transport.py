@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from plateau_tracker._decision import Answer, Decision
 from plateau_tracker._http import HttpClient, Reply, TransportErrors
@@ -330,6 +331,19 @@ class Transport:
     def run_health(self, run_id: int) -> dict[str, Any]:
         """The run's distributed health: per-rank figures, straggler, staleness."""
         result: dict[str, Any] = self._request("GET", f"/api/v1/runs/{run_id}/health")
+        return result
+
+    # --- deleting (the CLI's ``plateau delete``) -----------------------------------------------------------
+
+    def delete_run(self, run_id: int) -> dict[str, Any]:
+        """Delete the run with everything it holds; what was removed (runs, points, deliveries)."""
+        result: dict[str, Any] = self._request("DELETE", f"/api/v1/runs/{run_id}")
+        return result
+
+    def delete_experiment(self, project: str, experiment: str) -> dict[str, Any]:
+        """Delete the experiment and every run in it; what was removed."""
+        path = f"/api/v1/projects/{quote(project, safe='')}/experiments/{quote(experiment, safe='')}"
+        result: dict[str, Any] = self._request("DELETE", path)
         return result
 
     def close(self) -> None:

@@ -19,6 +19,8 @@ OPERATIONS = {
     ("get", "/api/v1/runs"): "list_runs",
     ("get", "/api/v1/projects"): "list_projects",
     ("get", "/api/v1/runs/{run_id}"): "get_run",
+    ("delete", "/api/v1/runs/{run_id}"): "delete_run",
+    ("delete", "/api/v1/projects/{project}/experiments/{experiment}"): "delete_experiment",
     ("post", "/api/v1/runs/{run_id}/finish"): "finish_run",
     ("get", "/api/v1/runs/{run_id}/summary"): "get_summary",
     ("patch", "/api/v1/runs/{run_id}/summary"): "update_summary",

@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replay(subcommands)
     _add_export_import(subcommands)
     _add_sync(subcommands)
+    _add_delete(subcommands)
     return parser
 
 
@@ -294,6 +295,29 @@ def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--experiment", action="append", metavar="RUN_KEY=NAME", help="send this run into another experiment"
     )
     sync.set_defaults(handler=commands.sync_command)
+
+
+def _add_delete(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau delete run`` and ``plateau delete experiment``."""
+    delete = subcommands.add_parser(
+        "delete",
+        help="delete runs or an experiment, with their points, decisions and webhook deliveries",
+        description="Delete from the tracker at --url ($PLATEAU_URL). It asks first on a terminal; "
+        "elsewhere it needs --yes.",
+    )
+    kinds = delete.add_subparsers(dest="delete_kind", required=True)
+    runs = kinds.add_parser("run", help="delete runs by id")
+    runs.add_argument("run_ids", type=int, nargs="+", metavar="RUN_ID")
+    experiment = kinds.add_parser("experiment", help="delete an experiment and every run in it")
+    experiment.add_argument("experiment")
+    experiment.add_argument(
+        "--project", default="default", help="the experiment's project (default: default)"
+    )
+    for sub in (runs, experiment):
+        sub.add_argument("--url", help="tracker URL (PLATEAU_URL, default http://127.0.0.1:8765)")
+        sub.add_argument("--token", help="API token (PLATEAU_TOKEN)")
+        sub.add_argument("--yes", "-y", action="store_true", help="delete without asking")
+        sub.set_defaults(handler=commands.delete_command)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -384,3 +384,47 @@ def import_command(args: argparse.Namespace) -> int:
         )
     print(f"plateau import: {len(report.runs)} runs, {report.points} points")
     return 0 if report.runs else 1
+
+
+def delete_command(args: argparse.Namespace) -> int:
+    """``plateau delete run ID...`` or ``plateau delete experiment NAME``: ask on a terminal, else need
+    ``--yes``; one line per deletion."""
+    from plateau_tracker.client import NotFoundError, connect
+
+    if args.delete_kind == "run":
+        what = f"run{'s' if len(args.run_ids) > 1 else ''} {', '.join(map(str, args.run_ids))}"
+    else:
+        what = f"experiment {args.experiment!r} of project {args.project!r} and every run in it"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            print(
+                f"plateau delete: deleting {what} needs --yes when not asked on a terminal", file=sys.stderr
+            )
+            return 1
+        answer = input(f"Delete {what}, with their points and decisions? This cannot be undone. [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("plateau delete: nothing deleted", file=sys.stderr)
+            return 1
+    failed = 0
+    with connect(args.url, token=args.token) as client:
+        if args.delete_kind == "experiment":
+            label = f"experiment {args.experiment!r} of project {args.project!r}"
+            targets: list[tuple[str, Any]] = [
+                (label, lambda: client.delete_experiment(args.project, args.experiment))
+            ]
+        else:
+            targets = [
+                (f"run {run_id}", lambda run_id=run_id: client.delete_run(run_id)) for run_id in args.run_ids
+            ]
+        for label, call in targets:
+            try:
+                deleted = call()
+            except NotFoundError:
+                print(f"plateau delete: {label} does not exist at {client.url}", file=sys.stderr)
+                failed += 1
+                continue
+            print(
+                f"deleted {label}: {deleted['runs']} run(s), {deleted['points']} points, "
+                f"{deleted['deliveries']} webhook deliveries"
+            )
+    return 1 if failed else 0

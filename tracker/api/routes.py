@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -42,7 +43,7 @@ from plateau_tracker.server.schemas.metrics import (
     MetricBatch,
     SeriesPublic,
 )
-from plateau_tracker.server.schemas.projects import ProjectsPublic
+from plateau_tracker.server.schemas.projects import Deleted, ProjectsPublic
 from plateau_tracker.server.schemas.runs import RunCreate, RunFinish, RunPublic, RunsPublic, RunStatus
 from plateau_tracker.server.schemas.summary import RunSummaryPublic, SummaryUpdate
 from plateau_tracker.server.schemas.webhooks import (
@@ -54,6 +55,7 @@ from plateau_tracker.server.schemas.webhooks import (
 from plateau_tracker.server.services import (
     away_verdicts,
     decisions,
+    deletion,
     distributed_health,
     history,
     projects,
@@ -189,6 +191,28 @@ def list_projects(database: DatabaseDep, principal: PrincipalDep) -> ProjectsPub
 @router.get("/runs/{run_id}", dependencies=[Depends(read_run)], tags=["runs"])
 def get_run(run_id: int, database: DatabaseDep) -> RunPublic:
     return runs.get(database, run_id)
+
+
+@router.delete("/runs/{run_id}", dependencies=[Depends(write_run)], tags=["runs"])
+def delete_run(run_id: int, database: DatabaseDep) -> Deleted:
+    """Delete the run with its points, series, decisions and webhook deliveries; its trainer is answered
+    404 from then on."""
+    return deletion.delete_run(database, run_id)
+
+
+@router.delete(
+    # ``:path``: an experiment's name may hold a slash, which the router would otherwise split on.
+    "/projects/{project}/experiments/{experiment:path}",
+    dependencies=[Depends(write_project)],
+    tags=["runs"],
+)
+def delete_experiment(
+    project: ProjectPath,
+    experiment: Annotated[Text, PathParam(min_length=1, max_length=200)],
+    database: DatabaseDep,
+) -> Deleted:
+    """Delete the experiment and every run in it, each with everything it holds."""
+    return deletion.delete_experiment(database, project, experiment)
 
 
 @router.post("/runs/{run_id}/finish", dependencies=[Depends(write_run)], tags=["runs"])

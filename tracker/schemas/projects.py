@@ -18,3 +18,12 @@ class ProjectPublic(Schema):
 
 class ProjectsPublic(Schema):
     data: list[ProjectPublic]
+
+
+class Deleted(Schema):
+    """What a deletion removed: runs, experiments, the runs' points and their webhook deliveries."""
+
+    runs: int
+    experiments: int
+    points: int
+    deliveries: int
