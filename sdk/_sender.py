@@ -35,6 +35,9 @@ from plateau_tracker._transport import RejectedError, RetryableError, Transport
 logger = logging.getLogger("plateau")
 
 STEP_HOLD_S = 0.1
+# A run whose loop logs nothing for this long (an epoch of an hour, a long evaluation) tells the tracker it
+# is alive, so the tracker's heartbeat time (5 minutes by default) does not mark it crashed.
+HEARTBEAT_S = 60.0
 """How long, at most, the batch holding a newly logged monitored value waits for the rest of its step: the
 keys a loop logs at that step in later calls (``run.log({"val/acc": acc}, step=e)`` then
 ``run.log({"lr": lr, "val_loss": loss}, step=e)``). It goes at once when the loop asks for the verdict
@@ -100,6 +103,8 @@ class Sender:
         # Called with the run id after each round that delivered while online (the run's report of the
         # SDK's own verdicts); None where there is none.
         self.after_round: Callable[[int], None] | None = None
+        self._last_word = time.monotonic()
+        self._heartbeats = True  # False once the tracker has no heartbeat route (a tracker before it)
         self.progress = threading.Condition()
         self._reset_threading()
 
@@ -284,8 +289,25 @@ class Sender:
         else:
             self._drain()
             self._sync_summary()
+            self._keep_alive(live)
             if self.after_round is not None and self.run_id is not None and self.link.online:
                 self.after_round(self.run_id)
+
+    def _keep_alive(self, live: bool) -> None:
+        """Send a heartbeat after :data:`HEARTBEAT_S` without a batch; never an error into the loop."""
+        now = time.monotonic()
+        if live or not self._heartbeats or self.run_id is None:
+            self._last_word = now
+            return
+        if now - self._last_word < HEARTBEAT_S:
+            return
+        self._last_word = now
+        try:
+            self._transport.heartbeat(self.run_id)
+        except RejectedError:  # 404: a tracker without the route, or the run deleted; said by the next batch
+            self._heartbeats = False
+        except RetryableError as exc:  # the tracker is away: the next batch spools and probes
+            logger.debug("plateau: heartbeat not delivered: %s", exc)
 
     def _reconnect(self) -> None:
         """Create or join the run if needed, then replay the spool; stay offline on failure."""

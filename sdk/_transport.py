@@ -203,6 +203,11 @@ class Transport:
     def update_summary(self, run_id: int, summary: dict[str, Any]) -> None:
         self._send_json("PATCH", f"/api/v1/runs/{run_id}/summary", {"summary": summary})
 
+    def heartbeat(self, run_id: int) -> None:
+        """The trainer is alive though it logs nothing now: the tracker does not mark the run crashed."""
+        # A JSON body, empty: the tracker refuses a POST a browser could forge (any other content type).
+        self._send_json("POST", f"/api/v1/runs/{run_id}/heartbeat", {}, timeout=10.0)
+
     def finish_run(
         self, run_id: int, status: str, timeout: float | None = None, ended_at: float | None = None
     ) -> None:

@@ -22,6 +22,7 @@ OPERATIONS = {
     ("delete", "/api/v1/runs/{run_id}"): "delete_run",
     ("delete", "/api/v1/projects/{project}/experiments/{experiment}"): "delete_experiment",
     ("post", "/api/v1/runs/{run_id}/finish"): "finish_run",
+    ("post", "/api/v1/runs/{run_id}/heartbeat"): "send_heartbeat",
     ("get", "/api/v1/runs/{run_id}/summary"): "get_summary",
     ("patch", "/api/v1/runs/{run_id}/summary"): "update_summary",
     ("post", "/api/v1/runs/{run_id}/metrics"): "ingest_metrics",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from plateau_tracker.server.config import Settings
 from plateau_tracker.server.db.engine import Database
 from plateau_tracker.server.db.prepare import prepare_schema
 from plateau_tracker.server.services.auth import Authenticator
+from plateau_tracker.server.services.crashes import sweep_forever
 from plateau_tracker.server.services.delivery import Deliverer, DeliveryPolicy
 from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
@@ -56,6 +58,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             listener.start()
             listener.wait_up(5.0)
         app.state.listener = listener
+        sweep = (
+            asyncio.create_task(sweep_forever(database, settings.crash_after_s))
+            if settings.crash_after_s > 0
+            else None
+        )
         # Everything made so far (modules, the app, the engine) lives as long as the process: keep it out
         # of the collector's full scans, which otherwise walk it again and again under ingest's churn.
         gc.collect()
@@ -63,6 +70,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if sweep is not None:
+                sweep.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweep
             if listener is not None:
                 await asyncio.to_thread(listener.stop)
             await deliverer.stop()

@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     webhook_deadline_s: float = Field(
         default=15.0, gt=0, le=600, description="a whole delivery attempt at most"
     )
+    # A running run whose trainer has sent nothing (no point, no heartbeat) for this long is marked crashed;
+    # its next point or heartbeat makes it running again. 0 never marks one. The SDK sends a heartbeat
+    # every minute while its loop logs nothing, so a long epoch is not a crash.
+    crash_after_s: float = Field(default=300.0, ge=0)
     # Receivers at addresses webhooks may not reach otherwise (loopback, private networks): host names and
     # networks, comma-separated (tracker/services/webhook_targets.py).
     webhook_allow: str = ""

@@ -54,6 +54,7 @@ from plateau_tracker.server.schemas.webhooks import (
 )
 from plateau_tracker.server.services import (
     away_verdicts,
+    crashes,
     decisions,
     deletion,
     distributed_health,
@@ -213,6 +214,18 @@ def delete_experiment(
 ) -> Deleted:
     """Delete the experiment and every run in it, each with everything it holds."""
     return deletion.delete_experiment(database, project, experiment)
+
+
+@router.post(
+    "/runs/{run_id}/heartbeat",
+    dependencies=[Depends(write_run)],
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["runs"],
+)
+def send_heartbeat(run_id: int, database: DatabaseDep) -> None:
+    """The trainer is alive though it logs nothing now (the SDK sends one every minute of silence): the
+    run is not marked crashed, and a run marked crashed is running again."""
+    crashes.heartbeat(database, run_id)
 
 
 @router.post("/runs/{run_id}/finish", dependencies=[Depends(write_run)], tags=["runs"])

@@ -10,16 +10,17 @@ from pydantic import AnyHttpUrl, Field
 from plateau_tracker.server.schemas._common import Schema, Text
 
 WebhookEvent = Literal[
-    "stop", "checkpoint", "diverged", "straggler", "staleness", "missing_monitor", "run_finished"
+    "stop", "checkpoint", "diverged", "straggler", "staleness", "missing_monitor", "run_finished", "crashed"
 ]
 
 
 class WebhookCreate(Schema):
     """``events``: any of stop, checkpoint, diverged (a stop by non_finite or divergence), straggler,
-    staleness, run_finished. ``secret`` signs each delivery (HMAC-SHA256)."""
+    staleness, missing_monitor, run_finished, crashed (the trainer sent nothing for the tracker's heartbeat
+    time). ``secret`` signs each delivery (HMAC-SHA256)."""
 
     url: Annotated[AnyHttpUrl, Field(max_length=2000)]
-    events: list[WebhookEvent] = Field(min_length=1, max_length=7)
+    events: list[WebhookEvent] = Field(min_length=1, max_length=8)
     secret: Text = Field(min_length=16, max_length=200)
 
 

@@ -20,6 +20,7 @@ from plateau_tracker.server.schemas.decisions import DecisionPublic
 from plateau_tracker.server.schemas.metrics import IngestResult, MetricBatch
 from plateau_tracker.server.services import _point_store, cohort_view, decisions, rung_view, wakeups
 from plateau_tracker.server.services.convert import decision_public, judged_step, no_decision
+from plateau_tracker.server.services.crashes import revive
 from plateau_tracker.server.services.judging import NewPoints, judge
 from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
@@ -93,6 +94,7 @@ def _ingest_in(
     )
     if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
         return Ingested(_replayed(session, run, batch), 0), _nothing
+    revive(session, run)
     gathered = _gather(batch, now, as_utc(run.started_at).timestamp() - CLOCK_SKEW_S)
     key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
     fresh = _store_new_points(session, run_id, key_ids, gathered)

@@ -179,8 +179,9 @@ def finish(db: Database, run_id: int, request: RunFinish) -> RunPublic:
     """Mark the run ended with ``status``. Finishing twice keeps the first end time."""
     with db.session(write=True) as session:
         run = get_run_row(session, run_id, lock=True)
-        first_end = run.ended_at is None
-        was_running = run.status == "running"
+        # A run marked crashed that finishes after all ends now: its end was only its last heartbeat.
+        first_end = run.ended_at is None or run.status == "crashed"
+        was_running = run.status in ("running", "crashed")
         run.status = request.status
         if was_running:
             cohort_view.refresh(session, run)  # it now counts among its experiment's finished runs
