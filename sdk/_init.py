@@ -12,6 +12,7 @@ from typing import Any
 from plateau_tracker._agree import detect_rank_world, shared_run_key
 from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._mode import resolve_mode
+from plateau_tracker._offline import OfflineTransport, offline_chosen
 from plateau_tracker._policy_check import check_policy
 from plateau_tracker._run import Run
 from plateau_tracker._spool import Spool, default_spool_dir
@@ -82,7 +83,8 @@ def init(
     ``$PLATEAU_TOKEN``) is the project's API token when the tracker requires one. ``init`` waits up to
     ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
     (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
-    is created and the spool replayed when the tracker answers, or later by ``plateau sync``. A
+    is created and the spool replayed when the tracker answers, or later by ``plateau sync``.
+    ``$PLATEAU_OFFLINE=1`` makes every run go that way from the start, with no attempt to reach a tracker. A
     policy the tracker refuses raises ``ValueError`` here, before training starts: its shape (rule names,
     parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
     typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
@@ -108,9 +110,11 @@ def init(
     policy = _checked_policy(monitor, mode, rules, combine, reduce, reduce_timeout_s)
     if policy is not None and rules is None and planned_steps is None:
         _say_no_plan()
+    offline = transport is None and offline_chosen()
     if transport is None:
         resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
-        transport = Transport(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
+        chosen = OfflineTransport if offline else Transport
+        transport = chosen(resolved_url, token=token or os.environ.get("PLATEAU_TOKEN"))
     else:
         resolved_url = transport.url
     detected_rank, detected_world = detect_rank_world()
@@ -153,7 +157,16 @@ def init(
         spool=disk,
         away=AwayVerdicts.for_policy(policy) if rank == 0 else None,
     )
-    run._start(wait)
+    if offline:
+        where = f"the spool at {disk.dir}" if disk is not None else "memory only (spool=False)"
+        logger.warning(
+            "plateau: PLATEAU_OFFLINE is set: run %s sends nothing and goes to %s; its stop and checkpoint "
+            "are judged in this process; `plateau sync` sends it to %s later",
+            body["run_key"],
+            where,
+            resolved_url,
+        )
+    run._start(0.0 if offline else wait)
     return run
 
 

@@ -286,3 +286,39 @@ def test_a_run_not_created_yet_is_named_by_its_key(tmp_path: Path, caplog: pytes
     run.finish()
     assert f"1 points of run '{key}' (not created yet) are in the spool" in caplog.text
     assert "run None" not in caplog.text
+
+
+def test_plateau_offline_sends_nothing_judges_locally_and_syncs_later(
+    tracker: TrackerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``PLATEAU_OFFLINE=1`` a run never reaches for its tracker, though one answers at its URL: its
+    checkpoint and stop come from the SDK's own judge, its points wait in the spool, and ``plateau sync``
+    delivers them."""
+    monkeypatch.setenv("PLATEAU_OFFLINE", "1")
+    key = f"offline-by-choice-{uuid.uuid4().hex[:6]}"
+    rules = [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}]
+    values = [1.0, 0.5, 0.4, 0.6, 0.7, 0.3]
+    started = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="plateau_tracker"):
+        run = _offline_run(tmp_path / "spool", tracker.url, run_key=key, rules=rules)
+    checkpoints, stopped_at = [], None
+    for step, value in enumerate(values):
+        run.log({"val": value}, step=step)
+        if run.should_checkpoint():
+            checkpoints.append(step)
+        if run.should_stop():
+            stopped_at = step
+            break
+    run.finish()
+    took = time.perf_counter() - started
+    assert (checkpoints, stopped_at) == ([0, 1, 2], 4)
+    assert took < 2.0, took  # no wait for a tracker it does not try to reach
+    assert "PLATEAU_OFFLINE is set" in caplog.text
+    project_runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
+    assert key not in {r["run_key"] for r in project_runs}
+
+    report = plateau.sync(tmp_path / "spool", url=tracker.url)
+    assert (report.runs, report.points, report.left) == (1, 5, 0)
+    project_runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
+    (stored,) = [r for r in project_runs if r["run_key"] == key]
+    assert stored["status"] == "stopped"

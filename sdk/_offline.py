@@ -1,0 +1,27 @@
+"""``PLATEAU_OFFLINE``: a run that sends nothing, by choice rather than because the tracker is away.
+
+The run goes the way of a run whose tracker is away, with no attempt to reach one: its points, summary and
+finish go to the disk spool, its ``should_stop()`` and ``should_checkpoint()`` are answered by the SDK's own
+judge, and ``plateau sync`` delivers the spool later. Set it to ``1`` (or ``true``, ``yes``, ``on``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from plateau_tracker._http import Reply
+from plateau_tracker._transport import RetryableError, Transport
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+def offline_chosen() -> bool:
+    """Whether ``$PLATEAU_OFFLINE`` asks for an offline run."""
+    return os.environ.get("PLATEAU_OFFLINE", "").strip().lower() in _TRUE
+
+
+class OfflineTransport(Transport):
+    """A transport that never opens a connection: every call is answered as by a tracker away."""
+
+    def _reply(self, method: str, path: str, **_: object) -> Reply:
+        raise RetryableError("PLATEAU_OFFLINE is set: nothing is sent; `plateau sync` sends the spool")
