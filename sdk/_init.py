@@ -12,7 +12,7 @@ from typing import Any
 from plateau_tracker._agree import detect_rank_world, shared_run_key
 from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._mode import resolve_mode
-from plateau_tracker._offline import OfflineTransport, offline_chosen
+from plateau_tracker._offline import OfflineTransport, disabled_chosen, offline_chosen
 from plateau_tracker._policy_check import check_policy
 from plateau_tracker._run import Run
 from plateau_tracker._spool import Spool, default_spool_dir
@@ -25,6 +25,7 @@ _ONCE_POSITIONAL = ("experiment", "name", "config", "monitor", "mode", "rules", 
 logger = logging.getLogger("plateau")
 # Said once a process: a sweep's many runs share one reason.
 _said_no_plan = False
+_said_disabled = False
 
 
 def init(
@@ -84,7 +85,9 @@ def init(
     ``wait`` seconds for the tracker; if it is away, training goes on, points go to the disk spool
     (``spool_dir``, default ``$PLATEAU_HOME/spool``; ``spool=False`` keeps them in memory only), and the run
     is created and the spool replayed when the tracker answers, or later by ``plateau sync``.
-    ``$PLATEAU_OFFLINE=1`` makes every run go that way from the start, with no attempt to reach a tracker. A
+    ``$PLATEAU_OFFLINE=1`` makes every run go that way from the start, with no attempt to reach a tracker;
+    ``$PLATEAU_DISABLED=1`` makes runs that keep nothing (no spool either), whose ``should_checkpoint()``
+    still marks each new best. A
     policy the tracker refuses raises ``ValueError`` here, before training starts: its shape (rule names,
     parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
     typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
@@ -110,7 +113,9 @@ def init(
     policy = _checked_policy(monitor, mode, rules, combine, reduce, reduce_timeout_s)
     if policy is not None and rules is None and planned_steps is None:
         _say_no_plan()
-    offline = transport is None and offline_chosen()
+    disabled = disabled_chosen()
+    offline = transport is None and (disabled or offline_chosen())
+    spool = spool and not disabled
     if transport is None:
         resolved_url = url or os.environ.get("PLATEAU_URL") or DEFAULT_URL
         chosen = OfflineTransport if offline else Transport
@@ -158,6 +163,12 @@ def init(
         away=AwayVerdicts.for_policy(policy) if rank == 0 else None,
     )
     if offline:
+        run._sender.go_offline_by_choice(discard=disabled)
+    if disabled:
+        if run._away is not None:
+            run._away.said_elsewhere()
+        _say_disabled()
+    elif offline:
         where = f"the spool at {disk.dir}" if disk is not None else "memory only (spool=False)"
         logger.warning(
             "plateau: PLATEAU_OFFLINE is set: run %s sends nothing and goes to %s; its stop and checkpoint "
@@ -191,6 +202,18 @@ def _from_environment(
     if mode == "auto" and os.environ.get("PLATEAU_MODE"):
         mode = os.environ["PLATEAU_MODE"]  # type: ignore[assignment]  # checked by resolve_mode
     return project, experiment, name, tags, mode
+
+
+def _say_disabled() -> None:
+    """Said once a process: a run that keeps nothing must not look like one that lost its points."""
+    global _said_disabled
+    if not _said_disabled:
+        _said_disabled = True
+        logger.warning(
+            "plateau: PLATEAU_DISABLED is set: runs send and keep nothing; should_checkpoint() still marks "
+            "each new best, and should_stop() answers from the rules this process judges itself (patience, "
+            "non_finite, threshold)"
+        )
 
 
 def _say_no_plan() -> None:

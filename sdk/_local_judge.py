@@ -167,6 +167,10 @@ class AwayVerdicts:
         )
         return cls(judge) if judge.judges else None
 
+    def said_elsewhere(self) -> None:
+        """The run has said why the tracker judges nothing (PLATEAU_DISABLED): no word of waiting for it."""
+        self._said = True
+
     def catch_up(self, monitored: deque[tuple[int, Any]]) -> None:
         """Judge every monitored value logged since the last call (a value that is not a number is the
         tracker's to refuse, and is skipped here)."""

@@ -104,6 +104,9 @@ class Sender:
         # SDK's own verdicts); None where there is none.
         self.after_round: Callable[[int], None] | None = None
         self._last_word = time.monotonic()
+        # PLATEAU_DISABLED: nothing logged is kept, sent or spooled (the run's own judge still reads the
+        # monitored values, so should_checkpoint() keeps marking each new best).
+        self.discard = False
         self._heartbeats = True  # False once the tracker has no heartbeat route (a tracker before it)
         self.progress = threading.Condition()
         self._reset_threading()
@@ -132,6 +135,12 @@ class Sender:
     # --- called from the training loop: must be fast and never raise -------------------------------
 
     def submit(self, step: int, metrics: Mapping[str, Any], rank: int | None = None) -> None:
+        if self.discard:  # PLATEAU_DISABLED: only what the run's own judge reads is kept
+            if rank is None and self._monitor in metrics:
+                self.monitor_step = step
+                if self.monitored is not None:
+                    self.monitored.append((step, metrics[self._monitor]))  # type: ignore[index]  # a str
+            return
         pending = self._pending
         if len(pending) >= self._max_pending and not self._relieve():
             self.dropped_points += len(metrics)
@@ -196,6 +205,8 @@ class Sender:
 
     def flush(self, timeout: float) -> bool:
         """Wait until everything logged before this call is sent or in the spool; False on timeout."""
+        if self.discard:  # nothing is kept, so nothing is waited for
+            return True
         self.step_complete()
         if not self._thread.is_alive():
             return not self._pending and self._inflight is None
@@ -292,6 +303,12 @@ class Sender:
             self._keep_alive(live)
             if self.after_round is not None and self.run_id is not None and self.link.online:
                 self.after_round(self.run_id)
+
+    def go_offline_by_choice(self, *, discard: bool) -> None:
+        """PLATEAU_OFFLINE or PLATEAU_DISABLED: the tracker is not reached by choice, which ``init`` has
+        said; ``discard``: keep nothing logged (disabled)."""
+        self.discard = discard
+        self._warned.add("unreachable")
 
     def _keep_alive(self, live: bool) -> None:
         """Send a heartbeat after :data:`HEARTBEAT_S` without a batch; never an error into the loop."""

@@ -322,3 +322,38 @@ def test_plateau_offline_sends_nothing_judges_locally_and_syncs_later(
     project_runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
     (stored,) = [r for r in project_runs if r["run_key"] == key]
     assert stored["status"] == "stopped"
+
+
+def test_plateau_disabled_keeps_nothing_but_still_marks_each_new_best(
+    tracker: TrackerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``PLATEAU_DISABLED=1`` nothing reaches the tracker nor the disk and nothing queues in memory, in
+    a loop a hundred thousand steps long; ``should_checkpoint()`` still marks each new best, so a loop that
+    saves on it keeps its best model, and the warning says why nothing was sent, once."""
+    monkeypatch.setenv("PLATEAU_DISABLED", "1")
+    monkeypatch.setenv("PLATEAU_HOME", str(tmp_path / "home"))
+    key = f"disabled-{uuid.uuid4().hex[:6]}"
+    rules = [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}]
+    with caplog.at_level(logging.WARNING):
+        run = plateau.init(
+            project="first-hour", monitor="val", mode="min", url=tracker.url, run_key=key, rules=rules
+        )
+    for step in range(100_000):
+        run.log({"train_loss": 1.0, "val": 2.0}, step=step)
+    assert run._sender.unsent_points() == 0  # nothing queued in memory either
+    checkpoints = []
+    for step, value in enumerate([1.0, 0.5, 0.6, 0.4], start=100_000):
+        run.log({"val": value}, step=step)
+        if run.should_checkpoint():
+            checkpoints.append(step)
+    finishing = time.perf_counter()
+    assert run.finish() == 0
+    assert time.perf_counter() - finishing < 2.0  # nothing to flush: no wait for the exit timeout
+    assert checkpoints == [100_000, 100_001, 100_003]
+    assert caplog.text.count("PLATEAU_DISABLED is set") <= 1
+    assert "cannot reach the tracker" not in caplog.text
+    assert "has not judged" not in caplog.text  # it never will: that is said once, by the warning above
+    assert "dropping points" not in caplog.text
+    runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
+    assert key not in {r["run_key"] for r in runs}
+    assert not (tmp_path / "home" / "spool").exists() or not any((tmp_path / "home" / "spool").iterdir())
