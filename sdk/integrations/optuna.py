@@ -12,10 +12,10 @@
   step: its single-run rules and the experiment's cross-run rules (``percentile``, ``asha``).
 - **The policy** is the ``default-sweep`` preset (the default rules, with cross-run pruning:
   ``percentile`` and ``asha``) unless ``policy`` names another preset or ``rules`` gives the rules.
-- **At a prune** the run stops with the rule's reason (the trial raises ``TrialPruned`` as usual). Each
-  trial's run is finished with its end state (``finished``, ``stopped`` for a pruned trial, ``failed``)
-  when the next trial starts, and the last at the end of the process; passed also as a study callback
-  (``callbacks=[pruner]``), the pruner finishes each at once.
+- **At a prune** the run stops with the rule's reason (the trial raises ``TrialPruned`` as usual) and is
+  finished ``stopped`` at once. Any other trial's run is finished with its end state (``finished``,
+  ``failed``) when the next trial starts, and the last at the end of the process; passed also as a study
+  callback (``callbacks=[pruner]``), the pruner finishes each at once.
 """
 
 from __future__ import annotations
@@ -67,9 +67,13 @@ class PlateauPruner(optuna.pruners.BasePruner):
         self.init_kwargs = init_kwargs
         self._runs: dict[int, plateau.Run] = {}
         self._logged: dict[int, set[int]] = {}
+        self._pruned: set[int] = set()
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        """Log the trial's new intermediate values and answer Plateau's stop verdict on the last one."""
+        """Log the trial's new intermediate values and answer Plateau's stop verdict on the last one. A
+        pruned trial's run is finished (``stopped``) at once: Optuna ends the trial there."""
+        if trial.number in self._pruned:
+            return True
         run = self._run_of(study, trial)
         logged = self._logged.setdefault(trial.number, set())
         for step in sorted(set(trial.intermediate_values) - logged):
@@ -78,6 +82,10 @@ class PlateauPruner(optuna.pruners.BasePruner):
         stop = run.should_stop()
         if stop:
             logger.info("plateau: trial %d pruned (%s): %s", trial.number, run.latest.rule, run.latest.reason)
+            self._pruned.add(trial.number)
+            self._runs.pop(trial.number, None)
+            self._logged.pop(trial.number, None)
+            run.finish("stopped")
         return stop
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
