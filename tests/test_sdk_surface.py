@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 import plateau_tracker as plateau
+from tests._server import TrackerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,3 +72,56 @@ def test_init_takes_everything_after_project_by_name(tracker, tmp_path: Path) ->
     assert [r["name"] for r in body] == ["named"]
     with pytest.raises(TypeError, match="1 positional argument"):
         plateau.init("surface", *["x"] * 8)
+
+
+def test_a_run_records_what_it_was_started_from(
+    tracker: TrackerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The git commit and whether tracked files changed, the command line (a secret option's value
+    replaced), the host, Python and the installed training packages, in the run's config; the user's own
+    config beside it, untouched; ``record_context=False`` leaves it out."""
+    import platform
+    import socket
+
+    from plateau_tracker._context import CONTEXT_KEY
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "train.py").write_text("print('v1')\n")
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "v1"], cwd=repo, check=True)
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    (repo / "train.py").write_text("print('v2')\n")  # a change not committed
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(
+        sys, "argv", ["train.py", "--lr", "0.1", "--hf-token", "hf_abc", "--max-tokens", "512"]
+    )
+
+    run = plateau.init(project="context", url=tracker.url, config={"lr": 0.1}, spool=False)
+    bare = plateau.init(
+        project="context", url=tracker.url, config={"lr": 0.2}, spool=False, record_context=False
+    )
+    run.finish()
+    bare.finish()
+
+    stored = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}").json()["config"]
+    context = stored.pop(CONTEXT_KEY)
+    assert stored == {"lr": 0.1}
+    assert context["git"] == {"commit": commit, "branch": "main", "dirty": True}
+    assert context["command"] == [
+        "train.py",
+        "--lr",
+        "0.1",
+        "--hf-token",
+        "<redacted>",
+        "--max-tokens",
+        "512",
+    ]
+    assert (context["host"], context["python"]) == (socket.gethostname(), platform.python_version())
+    assert context["cwd"] == str(repo)
+    assert {"plateau-tracker", "torch", "numpy"} <= set(context["packages"])
+    assert httpx.get(f"{tracker.url}/api/v1/runs/{bare.id}").json()["config"] == {"lr": 0.2}
