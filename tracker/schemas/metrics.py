@@ -163,6 +163,9 @@ class KeysPublic(Schema):
     ranks: dict[str, list[int]] = Field(
         default_factory=dict, description="the ranks each key has points from"
     )
+    points: dict[str, int] = Field(
+        default_factory=dict, description="how many points each key holds, all ranks"
+    )
 
 
 class SeriesPublic(Schema):

@@ -326,11 +326,14 @@ def last_steps(session: Session, run_id: int, *, rank: int | None = None) -> dic
     return {key_id: last for key_id, last in session.execute(query)}
 
 
-def series_of(session: Session, run_id: int) -> list[tuple[int, int]]:
-    """The run's series that hold points: (key_id, rank) pairs."""
+def series_of(session: Session, run_id: int) -> list[tuple[int, int, int]]:
+    """The run's series that hold points: (key_id, rank, how many points) (read from the blocks'
+    summaries, which their index covers)."""
     return [
-        (key_id, rank)
-        for key_id, rank in session.execute(
-            select(_block.key_id, _block.rank).where(_block.run_id == run_id).distinct()
+        (key_id, rank, int(points))
+        for key_id, rank, points in session.execute(
+            select(_block.key_id, _block.rank, func.sum(_block.points))
+            .where(_block.run_id == run_id)
+            .group_by(_block.key_id, _block.rank)
         )
     ]

@@ -29,7 +29,7 @@ def summary(db: Database, run_id: int, *, last: int = 20) -> DistributedHealthPu
     with db.session() as session:
         run = get_run_row(session, run_id)
         mk = models.MetricKey
-        stored = {key_id for key_id, _ in _point_store.series_of(session, run_id)}
+        stored = {key_id for key_id, _, _ in _point_store.series_of(session, run_id)}
         rows_keys = session.execute(select(mk.id, mk.name).where(mk.name.like("dist/%"), mk.id.in_(stored)))
         keys = {key_id: name for key_id, name in rows_keys}
         per_rank: dict[int, dict[str, list[float]]] = {}

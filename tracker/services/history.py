@@ -21,16 +21,23 @@ def keys(db: Database, run_id: int) -> KeysPublic:
     """The metric keys the run has points for, sorted, with the ranks each key has points from."""
     with db.session() as session:
         get_run_row(session, run_id)
-        pairs = _point_store.series_of(session, run_id)
+        series = _point_store.series_of(session, run_id)
         named = select(models.MetricKey.id, models.MetricKey.name).where(
-            models.MetricKey.id.in_({key_id for key_id, _ in pairs})
+            models.MetricKey.id.in_({key_id for key_id, _, _ in series})
         )
         names = {key_id: name for key_id, name in session.execute(named)}
     ranks: dict[str, list[int]] = {}
-    for key_id, rank in pairs:
+    points: dict[str, int] = {}
+    for key_id, rank, count in series:
         ranks.setdefault(names[key_id], []).append(rank)
+        points[names[key_id]] = points.get(names[key_id], 0) + count
     ordered = sorted(ranks)
-    return KeysPublic(run_id=run_id, keys=ordered, ranks={name: sorted(ranks[name]) for name in ordered})
+    return KeysPublic(
+        run_id=run_id,
+        keys=ordered,
+        ranks={name: sorted(ranks[name]) for name in ordered},
+        points={name: points[name] for name in ordered},
+    )
 
 
 def page_json(

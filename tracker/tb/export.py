@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
@@ -32,6 +32,7 @@ from tensorboard.plugins.text import metadata as text_metadata
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
+from plateau_tracker._progress import Progress
 from plateau_tracker.client import TrackerClient, connect
 from plateau_tracker.server.tb import _tags
 
@@ -142,7 +143,9 @@ def _decision_text(decisions: list[dict[str, Any]]) -> str:
     return "\n\n".join(lines)
 
 
-def _write_run(api: TrackerClient, run: dict[str, Any], directory: Path) -> RunExport:
+def _write_run(
+    api: TrackerClient, run: dict[str, Any], keys: dict[str, Any], directory: Path, progress: Progress
+) -> RunExport:
 
     directory.mkdir(parents=True, exist_ok=True)
     previous = sorted(directory.glob(f"*tfevents*{FILE_SUFFIX}"))
@@ -152,7 +155,7 @@ def _write_run(api: TrackerClient, run: dict[str, Any], directory: Path) -> RunE
     try:
         for value in _hparams_values(run):
             writer.add_event(_event(0, start_time, value))
-        key_ranks: dict[str, list[int]] = api.keys(run["id"])["ranks"]
+        key_ranks: dict[str, list[int]] = keys["ranks"]
         for key, ranks in key_ranks.items():
             per_rank = ranks != [0]
             for rank in ranks:
@@ -161,6 +164,7 @@ def _write_run(api: TrackerClient, run: dict[str, Any], directory: Path) -> RunE
                 for step, value, wall_time in api.history(run["id"], key, rank):
                     writer.add_event(_event(step, wall_time, _scalar_value(tag, value)))
                     report.points += 1
+                    progress.add()
         decisions = [d for d in api.decision_list(run["id"]) if d["action"] != "continue"]
         report.decisions = len(decisions)
         by_step: dict[int, list[dict[str, Any]]] = {}
@@ -208,9 +212,11 @@ def export_runs(
     experiment: str | None = None,
     project: str | None = None,
     token: str | None = None,
+    progress_to: TextIO | None = None,
 ) -> ExportReport:
     """Write the given runs (or every run of ``experiment``) under ``logdir``, one folder per run, named
-    ``<name>-<id>`` so it is the same folder on every export."""
+    ``<name>-<id>`` so it is the same folder on every export. On a terminal (``progress_to``, standard
+    error by default) one line shows the points written of all, the rate and the time left."""
     report = ExportReport()
     with connect(url, token=token) as api:
         if run_ids:
@@ -219,7 +225,13 @@ def export_runs(
             runs = api.runs(project=project, experiment=experiment)
         else:
             raise ValueError("name runs or an experiment to export")
-        for run in runs:
-            directory = logdir / f"{_tags.safe_dirname(run['name'])}-{run['id']}"
-            report.runs.append(_write_run(api, run, directory))
+        keys = {run["id"]: api.keys(run["id"]) for run in runs}
+        total = sum(sum(k.get("points", {}).values()) for k in keys.values())
+        progress = Progress("plateau export", total=total or None, stream=progress_to)
+        try:
+            for run in runs:
+                directory = logdir / f"{_tags.safe_dirname(run['name'])}-{run['id']}"
+                report.runs.append(_write_run(api, run, keys[run["id"]], directory, progress))
+        finally:
+            progress.close()
     return report

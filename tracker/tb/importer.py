@@ -12,18 +12,20 @@ the same folder again adds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
+from plateau_tracker._progress import Progress
 from plateau_tracker.client import connect
 from plateau_tracker.server.schemas.metrics import EARLIEST_WALL_TIME, LATEST_WALL_TIME, MAX_POINT_OBJECTS
 from plateau_tracker.server.tb import _tags
@@ -137,11 +139,15 @@ def import_logdir(
     experiment: str,
     project: str = "default",
     token: str | None = None,
+    progress_to: TextIO | None = None,
 ) -> ImportReport:
-    """Import every event-file folder under ``logdir`` as a finished run of ``experiment``."""
+    """Import every event-file folder under ``logdir`` as a finished run of ``experiment``. On a terminal
+    (``progress_to``, standard error by default) one line shows the folders read and the points sent."""
     report = ImportReport()
-    with connect(url, token=token) as api:
-        for directory in event_dirs(logdir):
+    folders = event_dirs(logdir)
+    progress = Progress("plateau import", unit="points sent", stream=progress_to)
+    with connect(url, token=token) as api, contextlib.closing(progress):
+        for directory in folders:
             data = read_run(directory)
             relative = directory.relative_to(logdir).as_posix()
             name = data.name or (logdir.resolve().name if relative == "." else relative)
@@ -181,6 +187,7 @@ def import_logdir(
                 digest = hashlib.sha256(json.dumps([run_key, number, batch]).encode()).hexdigest()[:48]
                 answer = api.send_points(created["id"], f"tb-{digest}", batch)
                 result.accepted += answer.accepted
+                progress.add(len(batch))
             result.points = len(points)
             if data.summary:
                 # Counts were exported as floats (TensorBoard's scalars are); whole numbers come back whole.
