@@ -10,6 +10,7 @@ and counted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,8 +20,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from plateau_tracker._progress import Progress
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
 
 logger = logging.getLogger("plateau")
@@ -313,6 +315,7 @@ def sync(
     *,
     drop: frozenset[str] | set[str] = frozenset(),
     rehome: dict[str, dict[str, Any]] | None = None,
+    progress_to: TextIO | None = None,
 ) -> SyncReport:
     """Replay every run's spool (``plateau sync``): create or join each run by its run key, send its
     batches in order, then its summary and its ``finish()`` (with the status and time it had); delete
@@ -321,31 +324,51 @@ def sync(
     A run the tracker refuses to create (a policy it rejects, say) stays in the spool, and the report
     says how to get it out: ``drop`` names run keys whose spool is deleted unsent, ``rehome`` maps a run
     key to fields that replace those of its create body (``{"policy": {...}}``, ``{"experiment": "x"}``),
-    kept in the spool so the change holds for later syncs too.
+    kept in the spool so the change holds for later syncs too. On a terminal (``progress_to``, standard
+    error by default) one line shows the batches sent of all, the rate and the time left.
     """
     report = SyncReport()
     rehome = rehome or {}
-    for key, folder in spooled_runs(spool_dir).items():
-        if key in drop:
-            report.dropped += 1
-            for path in folder.iterdir():
-                _discard(path)
-            folder.rmdir()
-            continue
-        meta = folder / "run.json"
-        try:
-            info = json.loads(meta.read_text())
-            if key in rehome:
-                info["create"] = {**info["create"], **rehome[key]}
-                _atomic_write(meta, json.dumps(info))
-            _sync_run(key, folder, info, url, report)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            report.errors.append(f"run {key}: unreadable spool at {folder} ({exc})")
-            report.left += len(list(folder.glob("b-*.json")))
+    runs = spooled_runs(spool_dir)
+    total = sum(len(list(folder.glob("b-*.json"))) for key, folder in runs.items() if key not in drop)
+    progress = Progress("plateau sync", total=total, unit="batches", stream=progress_to)
+    with contextlib.closing(progress):
+        for key, folder in runs.items():
+            _sync_one(key, folder, url, report, drop, rehome, progress)
     return report
 
 
-def _sync_run(key: str, folder: Path, info: dict[str, Any], url: str | None, report: SyncReport) -> None:
+def _sync_one(
+    key: str,
+    folder: Path,
+    url: str | None,
+    report: SyncReport,
+    drop: frozenset[str] | set[str],
+    rehome: dict[str, dict[str, Any]],
+    progress: Progress,
+) -> None:
+    """One spooled run: dropped, or sent (with its spool rewritten first where ``rehome`` says)."""
+    if key in drop:
+        report.dropped += 1
+        for path in folder.iterdir():
+            _discard(path)
+        folder.rmdir()
+        return
+    meta = folder / "run.json"
+    try:
+        info = json.loads(meta.read_text())
+        if key in rehome:
+            info["create"] = {**info["create"], **rehome[key]}
+            _atomic_write(meta, json.dumps(info))
+        _sync_run(key, folder, info, url, report, progress)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        report.errors.append(f"run {key}: unreadable spool at {folder} ({exc})")
+        report.left += len(list(folder.glob("b-*.json")))
+
+
+def _sync_run(
+    key: str, folder: Path, info: dict[str, Any], url: str | None, report: SyncReport, progress: Progress
+) -> None:
     files = sorted(folder.glob("b-*.json"))
     # Tokens are never written to the spool; `plateau sync` takes $PLATEAU_TOKEN.
     transport = Transport(url or info["url"], token=os.environ.get("PLATEAU_TOKEN"))
@@ -362,7 +385,7 @@ def _sync_run(key: str, folder: Path, info: dict[str, Any], url: str | None, rep
             report.left += len(files)
             return
         run_id = int(created["id"])
-        result = replay(transport, run_id, files, log_errors=False)
+        result = replay(transport, run_id, files, between=progress.add, log_errors=False)
         if result.complete:
             replay_summary(transport, run_id, folder)
             transport.update_summary(run_id, {UNDELIVERED: None})  # nothing left behind
