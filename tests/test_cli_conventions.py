@@ -3,6 +3,7 @@ and ``plateau sync`` honours ``$PLATEAU_URL``."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import warnings
 from pathlib import Path
@@ -83,3 +84,27 @@ def test_init_reads_what_the_call_leaves_out_from_the_environment(
     monkeypatch.delenv("PLATEAU_PROJECT")
     with pytest.raises(TypeError, match=r"needs a project: init\(project=...\) or \$PLATEAU_PROJECT"):
         plateau.init(monitor="score")
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        (["plateau", "de"], {"delete", "demo"}),
+        (["plateau", "db", "u"], {"upgrade"}),
+        (["plateau", "delete", "run", "--"], {"--help", "--url", "--token", "--yes"}),
+        (["plateau", "--version", "serve", "--ho"], {"--home", "--host"}),
+        (["plateau", "export", "tensorboard", "--run", "3", "--lo"], {"--logdir"}),
+    ],
+)
+def test_bash_completes_the_commands_and_options_the_parser_has(words: list[str], expected: set[str]) -> None:
+    """The script ``plateau completion bash`` prints, sourced in a real bash and asked as bash asks."""
+    script = plateau_cli("completion", "bash")
+    assert script.returncode == 0, script.stderr
+    quoted = " ".join(shlex.quote(w) for w in words)
+    ask = f'COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _plateau; printf "%s\\n" "${{COMPREPLY[@]}}"'
+    probe = f"{script.stdout}\n{ask}"
+    done = subprocess.run(
+        ["bash", "--norc", "-c", probe], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.split()) == expected

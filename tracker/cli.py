@@ -10,7 +10,7 @@ from pathlib import Path
 from plateau_tracker.server import commands
 
 # Commands that need the tracker's dependencies (the `server` extra); `sync` needs the SDK alone.
-_SLIM_COMMANDS = frozenset({"sync"})
+_SLIM_COMMANDS = frozenset({"sync", "completion"})
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export_import(subcommands)
     _add_sync(subcommands)
     _add_delete(subcommands)
+    completion = subcommands.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description='Completion of commands and options: eval "$(plateau completion bash)" in ~/.bashrc, '
+        'or eval "$(plateau completion zsh)" in ~/.zshrc.',
+    )
+    completion.add_argument("shell", choices=["bash", "zsh"])
+    completion.set_defaults(handler=lambda args: _print_completion(parser, args.shell))
     return parser
+
+
+def _print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
+    from plateau_tracker.server.completion import script
+
+    print(script(parser, shell), end="")
+    return 0
 
 
 def _add_serve(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
