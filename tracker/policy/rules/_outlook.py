@@ -9,8 +9,8 @@ any model makes the first drop), the rule says stop on one of three verdicts:
   the run's gain (best minus first), or within the bar, of the first value, and every loss logged beside it
   (validation, training) is back, on average over its last ``window`` values, within ``collapse`` of its
   fall of its first value: the model predicts as it did untrained. No hold delays it.
-- **retreat**: each of the last ``window`` values is worse than the best by more than ``retreat`` of the
-  progress and by more than the bar: the run has left its best behind.
+- **retreat**: each of the last ``window`` values is worse than the best by more than the bar (and by more
+  than ``retreat`` of the progress, 0 by default): the run has left its best behind.
 - **pace**: ``settle`` evaluations without a new best, and the best's gain over the last doubling of the
   run (best now against best at half the steps), kept up per doubling to the planned end (one doubling
   with no plan), adds at most ``relative_delta`` of the progress. Not in the last ``final_share`` of the
@@ -63,10 +63,10 @@ class OutlookParams(RuleParams):
     lr_fraction: float = Field(default=0.3, ge=0.0, le=1.0)
     loss_key: MetricNames | None = None
     train_key: MetricNames | None = None
-    retreat: float = Field(default=0.05, ge=0.0, le=1.0)
+    retreat: float = Field(default=0.0, ge=0.0, le=1.0)
     collapse: float = Field(default=0.1, ge=0.0, le=1.0)
     noise: float = Field(default=2.0, ge=0.0, le=1e3)
-    window: int = Field(default=6, ge=1, le=_RECENT)
+    window: int = Field(default=4, ge=1, le=_RECENT)
     settle: int = Field(default=3, ge=1, le=MAX_STEP)
     hold: int = Field(default=12, ge=1, le=MAX_STEP)
     rising_t: float = Field(default=2.0, gt=0.0, le=1e3)
