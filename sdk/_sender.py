@@ -35,9 +35,6 @@ from plateau_tracker._transport import RejectedError, RetryableError, Transport
 logger = logging.getLogger("plateau")
 
 STEP_HOLD_S = 0.1
-# A run whose loop logs nothing for this long (an epoch of an hour, a long evaluation) tells the tracker it
-# is alive, so the tracker's heartbeat time (5 minutes by default) does not mark it crashed.
-HEARTBEAT_S = 60.0
 """How long, at most, the batch holding a newly logged monitored value waits for the rest of its step: the
 keys a loop logs at that step in later calls (``run.log({"val/acc": acc}, step=e)`` then
 ``run.log({"lr": lr, "val_loss": loss}, step=e)``). It goes at once when the loop asks for the verdict
@@ -45,6 +42,9 @@ keys a loop logs at that step in later calls (``run.log({"val/acc": acc}, step=e
 asks waits no longer than it must. A batch sent as the monitored value is logged would have the tracker
 judge that step with the rate and losses of the step before, which makes the default policy's stops
 markedly worse (HISTORY.md has the replay)."""
+# A run whose loop logs nothing for this long (an epoch of an hour, a long evaluation) tells the tracker it
+# is alive, so the tracker's heartbeat time (5 minutes by default) does not mark it crashed.
+HEARTBEAT_S = 60.0
 
 
 class Sender:
