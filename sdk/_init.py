@@ -58,6 +58,7 @@ def init(
     spool_max_bytes: int = 512 * 1024 * 1024,
     token: str | None = None,
     record_context: bool = True,
+    system_metrics: float | None = None,
 ) -> Run:
     """Start (or join, with ``run_key``) a run on the tracker and return it.
 
@@ -97,6 +98,8 @@ def init(
     ``record_context`` (the default) records in the run's config, under ``plateau_context``, the git
     commit (and whether tracked files had changes), the command line, the host, Python and the versions of
     the training packages installed; ``False`` leaves it out.
+    ``system_metrics=S`` samples the process's CPU and memory, the host's, and torch's GPU memory every
+    ``S`` seconds in a thread of its own, logged as ``system/...`` at the step the loop logged last.
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
     on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
     ``plateau_tracker._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's
@@ -183,6 +186,8 @@ def init(
             resolved_url,
         )
     run._start(0.0 if offline else wait)
+    if system_metrics and not disabled:
+        run.sample_system(system_metrics)
     return run
 
 

@@ -21,6 +21,7 @@ from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._rate import RateWatch
 from plateau_tracker._sender import Sender
 from plateau_tracker._spool import UNDELIVERED, Spool, spooled_points
+from plateau_tracker._system import SystemMetrics
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
 from plateau_tracker._types import FinalStatus
 from plateau_tracker._verdicts import Verdicts
@@ -72,6 +73,7 @@ class Run:
         self._lock = threading.Lock()
         self._rate: RateWatch | None = None
         self._away_report: AwayReport | None = None
+        self._system: SystemMetrics | None = None
         self._sender = Sender(
             transport,
             create_body=create_body,
@@ -190,6 +192,16 @@ class Run:
             self._sender.submit(step, metrics, rank)
         except Exception:  # the loop must go on whatever the user passed
             logger.warning("plateau: could not queue %r at step %r", metrics, step, exc_info=True)
+
+    def sample_system(self, every_s: float) -> None:
+        """Log the process's and the host's CPU and memory (and torch's GPU memory) every ``every_s``
+        seconds, from a thread of its own, at the step the loop logged last (``init(system_metrics=S)``)."""
+        if self._system is None and every_s > 0:
+            self._system = SystemMetrics(every_s, self._latest_step, self._sender.submit).start()
+
+    def _latest_step(self) -> int | None:
+        """The step the loop logged last; None before its first."""
+        return self._next_step - 1 if self._next_step > 0 else None
 
     def watch_optimizer(self, optimizer: Any, *, key: str = "lr") -> None:
         """Log the learning rate ``optimizer``'s latest step trained at (its first parameter group's), as
@@ -401,6 +413,8 @@ class Run:
                 return 0
             self._finished = True
         deadline = time.monotonic() + timeout
+        if self._system is not None:
+            self._system.stop()
         if self._rate is not None:
             self._rate.remove()
         self._final_summary()

@@ -125,3 +125,31 @@ def test_a_run_records_what_it_was_started_from(
     assert context["cwd"] == str(repo)
     assert {"plateau-tracker", "torch", "numpy"} <= set(context["packages"])
     assert httpx.get(f"{tracker.url}/api/v1/runs/{bare.id}").json()["config"] == {"lr": 0.2}
+
+
+def test_system_metrics_are_logged_from_their_own_thread(tracker: TrackerProcess) -> None:
+    """``system_metrics=S``: the process's CPU and memory and the host's, as ``system/`` series at the step
+    the loop logged last, while the loop itself logs only its metric; nothing once the run is finished."""
+    import threading
+    import time
+
+    run = plateau.init(project="system", url=tracker.url, system_metrics=0.05, spool=False)
+    threads = {t.name for t in threading.enumerate()}
+    assert "plateau-system-metrics" in threads
+    run.log({"loss": 1.0}, step=0)
+    deadline = time.monotonic() + 60
+    keys: list[str] = []
+    while time.monotonic() < deadline:
+        run.log({"loss": 0.5}, step=len(keys) + 1)
+        run.flush(10)
+        keys = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/keys").json()["keys"]
+        if {"system/cpu_percent", "system/rss_mb"} <= set(keys):
+            break
+        time.sleep(0.05)
+    run.finish()
+    assert {"system/cpu_percent", "system/rss_mb", "system/mem_available_mb", "system/load1"} <= set(keys)
+    page = httpx.get(f"{tracker.url}/api/v1/runs/{run.id}/history", params={"key": "system/rss_mb"}).json()[
+        "points"
+    ]
+    assert all(10 < p["value"] < 1_000_000 for p in page)  # megabytes of a live Python process
+    assert "plateau-system-metrics" not in {t.name for t in threading.enumerate()}
