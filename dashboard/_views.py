@@ -96,7 +96,7 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
             "best step": _blank(row["best step"]),
             "last step": _blank(row["last step"]),
             "planned end": _blank(row["planned end"]),
-            "experiment": html.escape(row["experiment"]),
+            "experiment": shortened(row["experiment"]),
         }
         body.append(
             "<tr>" + "".join(f'<td class="{_css(n)}">{cells[n]}</td>' for n in _TABLE_COLUMNS) + "</tr>"
@@ -124,12 +124,47 @@ table.plateau-runs { border-collapse: collapse; width: 100%; font-size: 0.85rem;
 table.plateau-runs th, table.plateau-runs td { border-bottom: 1px solid #e6e6e6; padding: 4px 6px;
   text-align: left; vertical-align: top; }
 table.plateau-runs td.why { min-width: 16rem; max-width: 30rem; }
-table.plateau-runs td.run { white-space: nowrap; }
+table.plateau-decisions td.reason { min-width: 20rem; }
+table.plateau-decisions td.step, table.plateau-decisions td.best-step { white-space: nowrap; }
+table.plateau-runs td.run, table.plateau-runs td.experiment { white-space: nowrap; }
 table.plateau-runs td.compute-saved { white-space: nowrap; min-width: 7rem; }
 table.plateau-runs .saved { display: inline-block; width: 3.5rem; height: 0.5rem; background: #eee;
   margin-right: 0.4rem; }
 table.plateau-runs .saved span { display: block; height: 100%; background: #2ca02c; }
 """
+
+
+def shortened(name: str, width: int = 24) -> str:
+    """``name`` cut to ``width`` characters with an ellipsis, the whole of it on hover: an Optuna study's
+    ``no-name-<uuid>`` experiment wrapped every row of the runs table to five lines."""
+    if len(name) <= width:
+        return html.escape(name)
+    return f'<span title="{html.escape(name)}">{html.escape(name[: width - 1])}…</span>'
+
+
+_DECISION_COLUMNS = ("seq", "step", "action", "rule", "reason", "best step")
+
+
+def decisions_table(decisions: list[dict[str, Any]]) -> str:
+    """A run's decisions as an HTML table whose reasons wrap whole, never cut."""
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in _DECISION_COLUMNS)
+    body = []
+    for d in decisions:
+        cells = {
+            "seq": _blank(d.get("seq")),
+            "step": _blank(d.get("step")),
+            "action": html.escape(str(d.get("action", ""))),
+            "rule": html.escape(str(d.get("rule", ""))),
+            "reason": html.escape(str(d.get("reason", ""))),
+            "best step": _blank(d.get("best_step")),
+        }
+        body.append(
+            "<tr>" + "".join(f'<td class="{_css(n)}">{cells[n]}</td>' for n in _DECISION_COLUMNS) + "</tr>"
+        )
+    return (
+        f'<style>{_TABLE_CSS}</style><table class="plateau-runs plateau-decisions"><thead><tr>{head}</tr>'
+        f"</thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def _blank(value: Any) -> str:
@@ -161,13 +196,17 @@ def curve_chart(
     best step; and every checkpoint as a thin tick along the bottom axis, so that a run improving every
     step keeps a readable curve (the Decisions table lists them all)."""
     scale = alt.Scale(type="log") if log_scale else alt.Scale(zero=False)
+    several = frame[colour].nunique() > 1
     lines = (
         alt.Chart(frame)
         .mark_line()
         .encode(
             x=alt.X(f"{x}:Q", title=x),
-            y=alt.Y("value:Q", scale=scale),
-            color=alt.Color(f"{colour}:N", scale=alt.Scale(range=LINE_COLOURS)),
+            y=alt.Y("value:Q", scale=scale, title=None if several else str(frame[colour].iloc[0])),
+            # One curve is named by its axis: its legend would be a second legend beside the decisions'.
+            color=alt.Color(
+                f"{colour}:N", scale=alt.Scale(range=LINE_COLOURS), legend=alt.Legend() if several else None
+            ),
             tooltip=[colour, x, "value"],
         )
     )
@@ -187,7 +226,7 @@ def curve_chart(
             }
         )
     marks = pd.DataFrame(rows)
-    layers: list[alt.Chart] = [lines]
+    layers: list[alt.Chart | alt.LayerChart] = [lines]
     if not marks.empty and x == "step":
         marker_colour = alt.Color(
             "action:N",
@@ -197,18 +236,22 @@ def curve_chart(
         tooltip = ["action", "rule", "step", "reason"]
         ticks = marks[marks["action"] == "checkpoint"]
         rules = marks[marks["action"] != "checkpoint"]
+        markers: list[alt.Chart] = []
         if not rules.empty:
-            layers.append(
+            markers.append(
                 alt.Chart(rules)
                 .mark_rule(strokeDash=[4, 3])
                 .encode(x="step:Q", color=marker_colour, tooltip=tooltip)
             )
         if not ticks.empty:
-            layers.append(
+            markers.append(
                 alt.Chart(ticks)
                 .mark_tick(thickness=1, size=10, orient="vertical")
                 .encode(x="step:Q", y=alt.value(CHART_HEIGHT - 5), color=marker_colour, tooltip=tooltip)
             )
+        # The stop and alert rules and the checkpoint ticks share one colour scale, so one "decision"
+        # legend; the curves' scale stays apart from it.
+        layers.append(alt.layer(*markers))
     return alt.layer(*layers).resolve_scale(color="independent").properties(height=CHART_HEIGHT)
 
 

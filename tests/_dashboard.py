@@ -6,27 +6,23 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 
+from plateau_tracker.dashboard.launch import streamlit_command
 from tests._server import free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
 
 @contextlib.contextmanager
 def dashboard_on(tracker_url: str) -> Iterator[str]:
     """The dashboard served by Streamlit on a free loopback port, reading ``tracker_url``; yields its URL."""
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port)]
-    command += ["--server.headless", "true", "--browser.gatherUsageStats", "false"]
     server = subprocess.Popen(
-        command,
+        streamlit_command(port),
         env={**os.environ, "PLATEAU_URL": tracker_url},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

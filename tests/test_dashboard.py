@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import uuid
 from html.parser import HTMLParser
@@ -212,16 +213,30 @@ def test_run_page_draws_curves_with_stop_and_checkpoint_markers(seeded, tracker,
     app.query_params["run"] = str(seeded["early"])
     app.run()
     assert not app.exception
-    assert any("Stopped at step 5 by patience" in e.value for e in app.error)
+    # A stop is a decision the run asked for, said plainly: not an error.
+    assert any("Stopped at step 5 by patience" in e.value for e in app.info)
+    assert not app.error
     charts = app.get("vega_lite_chart")
     assert charts
     spec = json.dumps(json.loads(charts[0].proto.spec))
     assert "checkpoint" in spec
     assert "stop" in spec
-    assert list(app.dataframe[0].value["action"]) == ["checkpoint", "checkpoint", "checkpoint", "stop"]
+    # The decisions, each reason whole (an HTML table wraps it; a data grid cut it).
+    [table] = [h.proto.body for h in app.get("html") if "plateau-decisions" in h.proto.body]
+    assert [row.count("<td") for row in table.split("<tr>")[2:]] == [6] * 4
+    for action in ("checkpoint", "stop"):
+        assert f'<td class="action">{action}</td>' in table
+    stop_reason = httpx.get(f"{tracker.url}/api/v1/runs/{seeded['early']}/decision").json()["reason"]
+    assert html.escape(stop_reason) in table
     layers = json.loads(charts[0].proto.spec)["layer"]
-    marks = [layer["mark"]["type"] for layer in layers]
-    assert marks == ["line", "rule", "tick"]  # checkpoints are ticks on the axis, not full-height rules
+    assert layers[0]["mark"]["type"] == "line"
+    markers = layers[1]["layer"]
+    assert [m["mark"]["type"] for m in markers] == ["rule", "tick"]  # checkpoints: ticks on the axis
+    # One legend: the decisions', shared by the stop rule and the checkpoint ticks; one curve has none.
+    assert layers[0]["encoding"]["color"]["legend"] is None
+    assert {json.dumps(m["encoding"]["color"], sort_keys=True) for m in markers} == {
+        json.dumps(markers[0]["encoding"]["color"], sort_keys=True)
+    }
     assert layers[0]["encoding"]["color"]["scale"]["range"] == LINE_COLOURS
     assert not set(LINE_COLOURS) & set(MARKER_COLOURS.values())
 

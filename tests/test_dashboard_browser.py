@@ -63,9 +63,12 @@ PAGES["complexity"] = "complexity"
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
     """Screenshots of every page at 1280x800. The runs table shows how each run ended, why, and the compute
-    saved without horizontal scrolling, and a run's name opens its page."""
+    saved without horizontal scrolling, a long experiment name shortened (whole on hover), and a run's name
+    opens its page. The run page opens on its curve, stop and best step above the fold, the stop said as a
+    decision (not an error), the decisions' reasons whole; no page offers Streamlit's "Deploy"."""
     pytest.importorskip("streamlit")
     project = f"glance-{uuid.uuid4().hex[:6]}"
+    experiment = f"no-name-{uuid.uuid4()}"  # as an Optuna study without a name calls its experiment
     with httpx.Client(base_url=tracker.url, timeout=30) as client:
         policy = {
             "monitor": "val/loss",
@@ -76,6 +79,7 @@ def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
             policy,
             project=project,
             name="stopped-early",
+            experiment=experiment,
             planned_steps=59,
             config={"lr": 0.1, "width": 64, "optimizer": "adam", "dropout": 0.1, "batch": 128},
         )
@@ -96,6 +100,22 @@ def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
                 page.locator("h1").first.wait_for(timeout=60_000)
                 page.wait_for_timeout(1500)  # charts and tables settle
                 page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}-1280x800.png"))
+                assert page.get_by_text("Deploy", exact=True).count() == 0, name
+            # The run page at a glance.
+            page.goto(f"{base}/run?run={run['id']}")
+            page.get_by_text("Stopped at step 3 by patience").wait_for(timeout=60_000)
+            chart = page.locator("[data-testid='stVegaLiteChart']").first
+            chart.wait_for(timeout=60_000)
+            box = chart.bounding_box()
+            assert box is not None
+            assert box["y"] + box["height"] <= 800, box  # the whole curve, with its markers, above the fold
+            assert (
+                page.locator("[data-testid='stAlertContentInfo']", has_text="Stopped at step 3").count() == 1
+            )
+            assert page.locator("[data-testid='stAlertContentError']").count() == 0
+            reason = page.locator("table.plateau-decisions td.reason", has_text="has not improved").first
+            assert reason.inner_text() == stop_reason
+            assert page.locator("table.plateau-decisions td.best-step").first.inner_text() == "0"
             # The Runs page, at the project of the seeded run.
             page.goto(base)
             page.get_by_text("Project").first.wait_for(timeout=60_000)
@@ -118,6 +138,13 @@ def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
             assert (
                 row.locator("td.compute-saved").inner_text().strip() == f"{100 * 56 / 60:.1f}%"
             )  # stopped at step 3 of 0..59
+            shown = row.locator("td.experiment")
+            assert shown.inner_text().endswith("…")
+            assert len(shown.inner_text()) <= 24
+            assert shown.locator("span").get_attribute("title") == experiment
+            name_box = shown.locator("span").bounding_box()
+            assert name_box is not None
+            assert name_box["height"] < 30  # one line, not five
             row.get_by_role("link", name=f"#{run['id']} stopped-early").click()
             page.get_by_text("Stopped at step 3 by patience").wait_for(timeout=60_000)
             assert f"run={run['id']}" in page.url

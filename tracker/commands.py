@@ -180,25 +180,10 @@ def dashboard_command(args: argparse.Namespace) -> int:
         return 2
     settings = settings_of(args)
     # The package, wherever it is installed (a wheel, or a checkout installed with -e).
-    import plateau_tracker.dashboard as dashboard
+    from plateau_tracker.dashboard.launch import streamlit_command
 
-    app = Path(dashboard.__file__).parent / "app.py"
     with tracker_for(settings, args.url) as url:
-        command = [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(app),
-            "--server.port",
-            str(args.dashboard_port),
-            "--server.address",
-            args.dashboard_host,
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ]
+        command = streamlit_command(args.dashboard_port, args.dashboard_host)
         if not port_is_free(args.dashboard_host, args.dashboard_port):
             print(
                 f"plateau dashboard: {args.dashboard_host}:{args.dashboard_port} is in use; is a dashboard "

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from plateau_tracker.dashboard import _api
-from plateau_tracker.dashboard._views import best_of, curve_chart, smooth, stop_decision
+from plateau_tracker.dashboard._views import best_of, curve_chart, decisions_table, smooth, stop_decision
 
 # The alerts that say the run is not judged as its trainer meant (the tracker makes each once a run, and the
 # SDK warns of the same ones), with the words the page leads them with above the curves.
@@ -55,19 +55,22 @@ keys = _api.guarded(_api.keys, run_id)
 policy = run.get("policy") or {}
 monitor = policy.get("monitor")
 
-st.caption(f"Run #{run['id']} · {run['name']} · {run['project']} / {run['experiment']}")
 stop = stop_decision(decisions)
 best_step, best_value = best_of(decisions)
-cols = st.columns(4)
-cols[0].metric("Status", run["status"])
-cols[1].metric("Steps judged", (run.get("judged_step") or 0) + 1 if run.get("judged_step") is not None else 0)
-cols[2].metric("Best step", "-" if best_step is None else best_step)
-cols[3].metric("Best value", "-" if best_value is None else f"{best_value:.6g}")
+judged = run.get("judged_step")
+# One line of figures, not a row of tiles: the curve, with its stop and best step, must open above the fold.
+best = "no best yet" if best_step is None else f"best step {best_step} ({best_value:.6g})"
+st.caption(
+    f"Run #{run['id']} · {run['name']} · {run['project']} / {run['experiment']} · {run['status']} · "
+    f"{0 if judged is None else judged + 1} steps judged · {best}"
+)
 if stop is not None:
-    st.error(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}")
+    # A stop is the decision the run asked for, not a failure: said plainly, not in an error's red.
+    st.info(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}", icon=":material/stop_circle:")
 for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] in WARNED_ALERTS):
     st.warning(f"{WARNED_ALERTS[alert['rule']]}: {alert['reason']}")
 
+chart = st.container()  # drawn here, with the controls that shape it below it
 chosen = st.multiselect("Metrics", keys, default=[k for k in keys if k == monitor] or keys[:1])
 c1, c2 = st.columns(2)
 ema = c1.slider("Smoothing (EMA weight of the past)", 0.0, 0.99, 0.0)
@@ -81,8 +84,8 @@ for key in chosen:
     frame["value"] = smooth(frame["value"], ema)
     frames.append(frame)
 if frames:
-    st.altair_chart(curve_chart(pd.concat(frames), decisions, log_scale=log_scale), width="stretch")
-    st.caption(
+    chart.altair_chart(curve_chart(pd.concat(frames), decisions, log_scale=log_scale), width="stretch")
+    chart.caption(
         "Dashed rules: red = stop, orange = alert, blue = the best step (the model to keep); green ticks "
         "on the axis: checkpoints (all listed below). Long curves are downsampled by the tracker (min/max "
         "buckets keep every extreme)."
@@ -90,12 +93,7 @@ if frames:
 
 st.subheader("Decisions")
 if decisions:
-    st.dataframe(
-        pd.DataFrame(
-            [{k: d[k] for k in ("seq", "step", "action", "rule", "reason", "best_step")} for d in decisions]
-        ),
-        hide_index=True,
-    )
+    st.html(decisions_table(decisions))
     for d in decisions:
         if d["rule"] == "plateau" or d["action"] in ("stop", "alert"):
             with st.expander(f"Evidence of {d['action']} at step {d['step']} ({d['rule']})"):
