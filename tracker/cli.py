@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         description='Completion of commands and options: eval "$(plateau completion bash)" in ~/.bashrc, '
         'or eval "$(plateau completion zsh)" in ~/.zshrc.',
     )
-    completion.add_argument("shell", choices=["bash", "zsh"])
+    completion.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
     completion.set_defaults(handler=lambda args: _print_completion(parser, args.shell))
     return parser
 
@@ -322,9 +322,9 @@ def _add_delete(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     kinds = delete.add_subparsers(dest="delete_kind", required=True)
     runs = kinds.add_parser("run", help="delete runs by id")
-    runs.add_argument("run_ids", type=int, nargs="+", metavar="RUN_ID")
+    runs.add_argument("run_ids", type=int, nargs="+", metavar="RUN_ID", help="the ids of the runs to delete")
     experiment = kinds.add_parser("experiment", help="delete an experiment and every run in it")
-    experiment.add_argument("experiment")
+    experiment.add_argument("experiment", help="the experiment's name")
     experiment.add_argument(
         "--project", default="default", help="the experiment's project (default: default)"
     )
