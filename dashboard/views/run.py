@@ -66,7 +66,9 @@ st.caption(
 )
 if stop is not None:
     # A stop is the decision the run asked for, not a failure: said plainly, not in an error's red.
-    st.info(f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}", icon=":material/stop_circle:")
+    st.info(
+        f"Stopped at step {stop['step']} by {stop['rule']}: {stop['reason']}", icon=":material/stop_circle:"
+    )
 for alert in (d for d in decisions if d["action"] == "alert" and d["rule"] in WARNED_ALERTS):
     st.warning(f"{WARNED_ALERTS[alert['rule']]}: {alert['reason']}")
 
