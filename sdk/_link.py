@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from plateau_tracker._retry import backoff_delay
-from plateau_tracker._transport import RetryableError
+from plateau_tracker._transport import OfflineByChoiceError, RetryableError
 
 UNREACHABLE_MEMORY_S = 60.0
 """How long a process remembers a tracker it could not reach: ``init`` of another run to it within this
@@ -50,7 +50,8 @@ class Link:
     def failed(self, exc: RetryableError) -> float:
         """An exchange failed: the link is offline. Returns the delay before the next probe."""
         self.online = False
-        _UNREACHABLE[self.url] = time.monotonic()
+        if not isinstance(exc, OfflineByChoiceError):  # a run offline by choice tried no tracker
+            _UNREACHABLE[self.url] = time.monotonic()
         self.failures += 1
         delay = backoff_delay(
             self.failures, base_s=0.25, cap_s=self._max_backoff, retry_after=exc.retry_after

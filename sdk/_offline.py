@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from plateau_tracker._http import Reply
-from plateau_tracker._transport import RetryableError, Transport
+from plateau_tracker._transport import OfflineByChoiceError, Transport
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
@@ -37,4 +37,4 @@ class OfflineTransport(Transport):
     """A transport that never opens a connection: every call is answered as by a tracker away."""
 
     def _reply(self, method: str, path: str, **_: object) -> Reply:
-        raise RetryableError("PLATEAU_OFFLINE is set: nothing is sent; `plateau sync` sends the spool")
+        raise OfflineByChoiceError("PLATEAU_OFFLINE is set: nothing is sent; `plateau sync` sends the spool")

@@ -46,6 +46,11 @@ class RetryableError(TrackerError):
         self.retry_after = retry_after
 
 
+class OfflineByChoiceError(RetryableError):
+    """No exchange was tried: the run was told to stay offline (``PLATEAU_OFFLINE``, ``PLATEAU_DISABLED``).
+    Unlike a failure it says nothing of the tracker, whom other runs of the process still reach."""
+
+
 class RejectedError(TrackerError):
     """The tracker refused the request as it is; sending it again will not help. ``detail``: the
     answer's ``detail`` as the tracker wrote it (a 422 lists each error with its location), or None."""

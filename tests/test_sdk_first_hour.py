@@ -21,6 +21,7 @@ import pytest
 from pydantic import ValidationError
 
 import plateau_tracker as plateau
+from plateau_tracker._link import recently_unreachable
 from plateau_tracker._policy_check import check_policy
 from plateau_tracker.server.policy import PolicySpec
 from plateau_tracker.server.policy.shape import render
@@ -316,6 +317,9 @@ def test_plateau_offline_sends_nothing_judges_locally_and_syncs_later(
     assert "PLATEAU_OFFLINE is set" in caplog.text
     project_runs = httpx.get(f"{tracker.url}/api/v1/runs", params={"project": "first-hour"}).json()["data"]
     assert key not in {r["run_key"] for r in project_runs}
+    # Staying offline by choice says nothing of the tracker: the process's next run at that URL waits for
+    # it as usual, instead of going on at once as from a tracker found away.
+    assert not recently_unreachable(tracker.url)
 
     report = plateau.sync(tmp_path / "spool", url=tracker.url)
     assert (report.runs, report.points, report.left) == (1, 5, 0)
