@@ -156,6 +156,23 @@ def test_deleting_an_experiment_removes_it_with_its_runs(app: tuple[TestClient, 
     assert "sweep/1" in missing.text
 
 
+def test_a_run_that_takes_a_deleted_runs_id_is_judged_by_its_own_policy(
+    app: tuple[TestClient, Database],
+) -> None:
+    """SQLite gives the newest run's id, once deleted, to the next run created: that run is judged by its
+    own policy, and answered with its own decisions, not the deleted run's remembered ones."""
+    client, _ = app
+    gone = create_run(client, POLICY, project="p", experiment="e", name="gone")["id"]
+    _log(client, gone)  # judged, so its policy and latest decision are remembered
+    assert client.delete(f"/api/v1/runs/{gone}").status_code == 200
+    other = {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 1}]}
+    new = create_run(client, other, project="p", experiment="e", name="new")["id"]
+    points = [{"key": "loss", "step": s, "value": v} for s, v in enumerate([1.0, 2.0])]
+    answer = client.post(f"/api/v1/runs/{new}/metrics", json={"batch_id": "b", "points": points}).json()
+    assert (answer["decision"]["action"], answer["decision"]["rule"]) == ("stop", "patience")
+    assert answer["decision"]["step"] == 1
+
+
 def test_plateau_delete_asks_first_then_deletes_over_http(tracker: TrackerProcess) -> None:
     project = f"delete-{uuid.uuid4().hex[:8]}"
     with httpx.Client(base_url=tracker.url, timeout=30) as client:

@@ -5,6 +5,7 @@ SQLite and on PostgreSQL, through checkpoints, alerts, late points, a stop and t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from plateau_tracker.server.schemas.runs import RunCreate
 from plateau_tracker.server.services import decisions, ingest, runs
 from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
+from plateau_tracker.server.services.policies import run_identity
 from plateau_tracker.server.services.run_rows import get_run_row
 
 POLICY = {
@@ -105,14 +107,19 @@ def test_a_remembered_answer_is_used_only_at_its_decision_seq(database: Database
     with database.session() as session:
         rows = [get_run_row(session, run.id) for run in created]
         first = decisions.latest(session, rows[0])
-        latest.remember(rows[0].id, 0, first)
+        latest.remember(run_identity(rows[0]), 0, first)
         assert latest.get(rows[0]) is first
         rows[0].decision_seq = 1  # the run decided something since
         assert latest.get(rows[0]) is None
         rows[0].decision_seq = 0
-        latest.remember(rows[1].id, 0, first)
-        latest.remember(rows[2].id, 0, first)  # past capacity: the least recently used (run 0) goes
+        latest.remember(run_identity(rows[1]), 0, first)
+        latest.remember(
+            run_identity(rows[2]), 0, first
+        )  # past capacity: the least recently used (run 0) goes
         assert latest.get(rows[0]) is None
         assert latest.get(rows[2]) is first
         assert len(latest) == 2
+        # A run that takes a deleted run's id (SQLite reuses the largest) is another run: not answered for.
+        rows[2].started_at = rows[2].started_at + timedelta(microseconds=1)
+        assert latest.get(rows[2]) is None
         session.rollback()

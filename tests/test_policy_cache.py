@@ -41,6 +41,7 @@ def test_two_apps_in_one_process_judge_with_their_own_runs_policies(tmp_path: Pa
 class _Run:
     def __init__(self, run_id: int, patience: int) -> None:
         self.id = run_id
+        self.started_at = f"start of run {run_id}"
         self.policy = {"monitor": "m", "rules": [{"rule": "patience", "patience": patience}]}
 
 
@@ -57,6 +58,10 @@ def test_the_cache_keeps_the_most_recently_used_policies() -> None:
     reparsed = cache.of(second)  # parsed again, and now it is 3 that goes
     assert cache.of(second) is reparsed
     assert len(cache) == 2
+    # A run that took a deleted run's id (SQLite reuses the largest) has its own policy.
+    successor = _Run(2, 7)
+    successor.started_at = "a later start"
+    assert cache.of(successor).rules[0].patience == 7  # type: ignore[union-attr]
 
 
 def test_ingest_fills_the_apps_cache_and_parses_each_runs_policy_once(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from plateau_tracker.server.services.crashes import revive
 from plateau_tracker.server.services.judging import NewPoints, judge
 from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
-from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.policies import PolicyCache, run_identity
 from plateau_tracker.server.services.run_rows import get_run_row
 
 _log = logging.getLogger("plateau.tracker")
@@ -121,12 +121,12 @@ def _ingest_in(
         late_points=judged.late_points,
     )
     experiment_id, unviewed = run.experiment_id, judged.unviewed_rungs
-    decision_seq = run.decision_seq
+    decision_seq, identity = run.decision_seq, run_identity(run)
 
     def after_commit() -> None:
         keys.remember(created_keys)
         if latest is not None and to_remember is not None:
-            latest.remember(run_id, decision_seq, to_remember.decision)
+            latest.remember(identity, decision_seq, to_remember.decision)
         _build_rung_views(db, experiment_id, unviewed)
 
     return Ingested(result, judged.deliveries), after_commit

@@ -10,6 +10,7 @@ from collections import OrderedDict
 from plateau_tracker.server.db import models
 from plateau_tracker.server.schemas.decisions import DecisionPublic
 from plateau_tracker.server.services.convert import no_decision
+from plateau_tracker.server.services.policies import run_identity
 
 DEFAULT_CAPACITY = 10_000
 
@@ -27,26 +28,29 @@ class LatestDecisions:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._latest: OrderedDict[int, tuple[int, DecisionPublic | None]] = OrderedDict()
+        self._latest: OrderedDict[tuple[int, object], tuple[int, DecisionPublic | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, run: models.Run) -> DecisionPublic | None:
         """The run's latest decision as remembered at its current ``decision_seq``; None when not known."""
+        identity = run_identity(run)
         with self._lock:
-            known = self._latest.get(run.id)
+            known = self._latest.get(identity)
             if known is None or known[0] != run.decision_seq:
                 return None
-            self._latest.move_to_end(run.id)
+            self._latest.move_to_end(identity)
         decision = known[1]
         # None: only alerts so far, so "continue" at the run's judged step now (it moves without a decision).
         return no_decision(run) if decision is None else decision
 
-    def remember(self, run_id: int, decision_seq: int, decision: DecisionPublic | None) -> None:
-        """After the commit: ``decision`` is the newest non-alert decision of the run at ``decision_seq``
-        (None when every decision so far is an alert)."""
+    def remember(
+        self, identity: tuple[int, object], decision_seq: int, decision: DecisionPublic | None
+    ) -> None:
+        """After the commit: ``decision`` is the newest non-alert decision of the run (``identity``:
+        :func:`run_identity`) at ``decision_seq`` (None when every decision so far is an alert)."""
         with self._lock:
-            self._latest[run_id] = (decision_seq, decision)
-            self._latest.move_to_end(run_id)
+            self._latest[identity] = (decision_seq, decision)
+            self._latest.move_to_end(identity)
             if len(self._latest) > self.capacity:
                 self._latest.popitem(last=False)
 

@@ -12,8 +12,15 @@ from plateau_tracker.server.policy import PolicySpec
 DEFAULT_CAPACITY = 10_000
 
 
+def run_identity(run: models.Run) -> tuple[int, object]:
+    """What names one run for the caches of an app: its id and its start. SQLite gives a deleted run's id to
+    the next run created, and a cached policy or decision of the deleted run must not answer for it."""
+    return run.id, run.started_at
+
+
 class PolicyCache:
-    """Run id → parsed policy, the least recently used dropped past ``capacity``.
+    """Run (id and start, :func:`run_identity`) → parsed policy, the least recently used dropped past
+    ``capacity``.
 
     One per app (``app.state``), never per process: run ids are only unique within one database, and two
     apps in one process (tests, or a tool serving two stores) must not read each other's policies. Ingest
@@ -21,19 +28,20 @@ class PolicyCache:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._policies: OrderedDict[int, PolicySpec] = OrderedDict()
+        self._policies: OrderedDict[tuple[int, object], PolicySpec] = OrderedDict()
         self._lock = threading.Lock()
 
     def of(self, run: models.Run) -> PolicySpec:
         """The run's policy, parsed once (the run must have one)."""
+        identity = run_identity(run)
         with self._lock:
-            policy = self._policies.get(run.id)
+            policy = self._policies.get(identity)
             if policy is not None:
-                self._policies.move_to_end(run.id)
+                self._policies.move_to_end(identity)
                 return policy
         policy = PolicySpec.model_validate(run.policy)
         with self._lock:
-            self._policies[run.id] = policy
+            self._policies[identity] = policy
             if len(self._policies) > self.capacity:
                 self._policies.popitem(last=False)
         return policy
