@@ -75,7 +75,6 @@ def run_row(run: dict[str, Any], stop: dict[str, Any] | None) -> dict[str, Any]:
 def runs_table(rows: list[dict[str, Any]]) -> str:
     """The runs as an HTML table that reads at a glance: the run links to its page, ``why`` wraps instead
     of being cut, and what matters (how it ended, why, compute saved) comes before the details."""
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in _TABLE_COLUMNS)
     body = []
     for row in rows:
         saved = row["compute saved"]
@@ -98,12 +97,20 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
             "planned end": _blank(row["planned end"]),
             "experiment": shortened(row["experiment"]),
         }
-        body.append(
-            "<tr>" + "".join(f'<td class="{_css(n)}">{cells[n]}</td>' for n in _TABLE_COLUMNS) + "</tr>"
-        )
+        body.append(cells)
+    return _html_table("plateau-runs", _TABLE_COLUMNS, body)
+
+
+def _html_table(classes: str, columns: tuple[str, ...], rows: list[dict[str, str]]) -> str:
+    """``rows`` (each an HTML cell per column) under a header of ``columns``, each cell classed by its
+    column, with the tables' style."""
+    head = "".join(f"<th>{html.escape(name)}</th>" for name in columns)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{_css(n)}">{row[n]}</td>' for n in columns) + "</tr>" for row in rows
+    )
     return (
-        f'<style>{_TABLE_CSS}</style><table class="plateau-runs"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f'<style>{_TABLE_CSS}</style><table class="{classes}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
     )
 
 
@@ -147,10 +154,8 @@ _DECISION_COLUMNS = ("seq", "step", "action", "rule", "reason", "best step")
 
 def decisions_table(decisions: list[dict[str, Any]]) -> str:
     """A run's decisions as an HTML table whose reasons wrap whole, never cut."""
-    head = "".join(f"<th>{html.escape(name)}</th>" for name in _DECISION_COLUMNS)
-    body = []
-    for d in decisions:
-        cells = {
+    rows = [
+        {
             "seq": _blank(d.get("seq")),
             "step": _blank(d.get("step")),
             "action": html.escape(str(d.get("action", ""))),
@@ -158,13 +163,9 @@ def decisions_table(decisions: list[dict[str, Any]]) -> str:
             "reason": html.escape(str(d.get("reason", ""))),
             "best step": _blank(d.get("best_step")),
         }
-        body.append(
-            "<tr>" + "".join(f'<td class="{_css(n)}">{cells[n]}</td>' for n in _DECISION_COLUMNS) + "</tr>"
-        )
-    return (
-        f'<style>{_TABLE_CSS}</style><table class="plateau-runs plateau-decisions"><thead><tr>{head}</tr>'
-        f"</thead><tbody>{''.join(body)}</tbody></table>"
-    )
+        for d in decisions
+    ]
+    return _html_table("plateau-runs plateau-decisions", _DECISION_COLUMNS, rows)
 
 
 def _blank(value: Any) -> str:
