@@ -19,9 +19,17 @@ class Progress:
     """``label: 120,000 / 1,000,000 points, 310,000/s, 3 s left``, redrawn in place."""
 
     def __init__(
-        self, label: str, total: int | None = None, unit: str = "points", stream: TextIO | None = None
+        self,
+        label: str,
+        total: int | None = None,
+        unit: str = "points",
+        stream: TextIO | None = None,
+        *,
+        clock_every: int = _EVERY,
     ) -> None:
+        """``clock_every``: calls of ``add(1)`` between clock reads; 1 for slow units (runs, files)."""
         self.label, self.total, self.unit = label, total, unit
+        self.clock_every = clock_every
         self.stream = stream if stream is not None else sys.stderr
         self.shown = _is_terminal(self.stream)
         self.done = 0
@@ -33,7 +41,7 @@ class Progress:
         if not self.shown:
             return
         self._calls += 1
-        if self._calls % _EVERY and count == 1:
+        if self._calls % self.clock_every and count == 1:
             return
         now = time.monotonic()
         if now - self._drawn >= _INTERVAL_S:

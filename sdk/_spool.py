@@ -331,7 +331,7 @@ def sync(
     rehome = rehome or {}
     runs = spooled_runs(spool_dir)
     total = sum(len(list(folder.glob("b-*.json"))) for key, folder in runs.items() if key not in drop)
-    progress = Progress("plateau sync", total=total, unit="batches", stream=progress_to)
+    progress = Progress("plateau sync", total=total, unit="batches", stream=progress_to, clock_every=1)
     with contextlib.closing(progress):
         for key, folder in runs.items():
             _sync_one(key, folder, url, report, drop, rehome, progress)

@@ -89,9 +89,9 @@ def test_init_reads_what_the_call_leaves_out_from_the_environment(
 @pytest.mark.parametrize(
     ("words", "expected"),
     [
-        (["plateau", "de"], {"delete", "demo"}),
+        (["plateau", "de"], {"decisions", "delete", "demo"}),
         (["plateau", "db", "u"], {"upgrade"}),
-        (["plateau", "delete", "run", "--"], {"--help", "--url", "--token", "--yes"}),
+        (["plateau", "delete", "run", "--"], {"--help", "--url", "--token", "--json", "--yes"}),
         (["plateau", "--version", "serve", "--ho"], {"--home", "--host"}),
         (["plateau", "export", "tensorboard", "--run", "3", "--lo"], {"--logdir"}),
     ],

@@ -16,7 +16,9 @@ import httpx
 import pytest
 
 from plateau_tracker._progress import Progress
-from tests._server import TrackerProcess
+from tests._server import TrackerProcess, free_port
+
+PLATEAU = [sys.executable, "-m", "plateau_tracker"]
 
 pytest.importorskip("tensorboard")
 
@@ -59,21 +61,12 @@ def _stored_run(url: str, points: int) -> int:
         return int(run["id"])
 
 
-def test_plateau_export_shows_progress_on_a_terminal_and_not_in_a_pipe(
-    tracker: TrackerProcess, tmp_path: Path
-) -> None:
-    run_id = _stored_run(tracker.url, 30_000)
-    command = [sys.executable, "-m", "plateau_tracker", "export", "tensorboard", "--run", str(run_id)]
-    env = {**os.environ, "PLATEAU_URL": tracker.url}
-
+def _on_a_terminal(command: list[str], env: dict[str, str]) -> str:
+    """What ``command`` wrote to its standard error, a pseudo-terminal, once it exited 0."""
     parent, child = pty.openpty()
     shown = b""
     with subprocess.Popen(
-        [*command, "--logdir", str(tmp_path / "tty")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=child,
-        env=env,
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=child, env=env
     ) as process:
         os.close(child)
         while select.select([parent], [], [], 120)[0]:
@@ -84,15 +77,58 @@ def test_plateau_export_shows_progress_on_a_terminal_and_not_in_a_pipe(
             if not chunk:
                 break
             shown += chunk
-        assert process.wait(timeout=120) == 0
+        assert process.wait(timeout=120) == 0, shown.decode()
     os.close(parent)
-    text = shown.decode()
+    return shown.decode()
+
+
+def _piped(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_export_then_import_show_progress_on_a_terminal_and_not_in_a_pipe(
+    tracker: TrackerProcess, tmp_path: Path
+) -> None:
+    run_id = _stored_run(tracker.url, 30_000)
+    export = [*PLATEAU, "export", "tensorboard", "--run", str(run_id)]
+    env = {**os.environ, "PLATEAU_URL": tracker.url}
+
+    text = _on_a_terminal([*export, "--logdir", str(tmp_path / "tty")], env)
     assert "plateau export: 30,000 / 30,000 points" in text, text
     assert "/s" in text
-
-    piped = subprocess.run(
-        [*command, "--logdir", str(tmp_path / "pipe")], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert piped.returncode == 0, piped.stderr
+    piped = _piped([*export, "--logdir", str(tmp_path / "pipe")], env)
     assert "/ 30,000 points" not in piped.stderr + piped.stdout
     assert "30000 points" in piped.stdout  # the result line, as before
+
+    importing = [*PLATEAU, "import", "tensorboard", str(tmp_path / "tty"), "--project", "progress"]
+    text = _on_a_terminal([*importing, "--experiment", "tty"], env)
+    assert "plateau import: 30,000 points sent" in text, text
+    piped = _piped([*importing, "--experiment", "pipe"], env)
+    assert "points sent" not in piped.stderr
+    assert "30000 points" in piped.stdout
+
+
+def test_sync_and_replay_show_progress_on_a_terminal(tracker: TrackerProcess, tmp_path: Path) -> None:
+    env = {**os.environ, "PLATEAU_URL": tracker.url, "PLATEAU_HOME": str(tmp_path / "home")}
+    away = f"http://127.0.0.1:{free_port()}"  # nothing listens: the run spools
+    spooling = (
+        "import plateau_tracker as plateau\n"
+        f"run = plateau.init(project='progress', experiment='synced', url={away!r}, wait=0.2)\n"
+        "for step in range(50):\n"
+        "    run.log({'loss': 1.0 / (step + 1)}, step=step)\n"
+        "raise SystemExit(run.finish(timeout=5))\n"
+    )
+    assert subprocess.run([sys.executable, "-c", spooling], env=env, timeout=120).returncode == 0
+    text = _on_a_terminal([*PLATEAU, "sync"], env)
+    assert "plateau sync: 1 / 1 batches" in text, text
+
+    replay = [*PLATEAU, "replay", "patience-3", "--experiment", "synced", "--project", "progress"]
+    replay += ["--metric", "loss", "--include-incomplete"]
+    text = _on_a_terminal(replay, env)
+    assert "plateau replay: reading: 1 / 1 runs" in text, text
+    assert "plateau replay: 1 / 1 runs" in text, text
+    piped = _piped(replay, env)
+    assert "/ 1 runs" not in piped.stderr
+    assert "1 runs replayed" in piped.stdout

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from plateau_tracker.server import commands
 
-# Commands that need the tracker's dependencies (the `server` extra); `sync` needs the SDK alone.
-_SLIM_COMMANDS = frozenset({"sync", "completion"})
+# Commands that need the SDK alone; the others need the tracker's dependencies (the `server` extra).
+_SLIM_COMMANDS = frozenset({"sync", "completion", "runs", "decisions"})
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +18,17 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database-url", help="SQLAlchemy URL (PLATEAU_DATABASE_URL, default SQLite in --home)"
     )
+
+
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print what the command reports as one JSON document on stdout"
+    )
+
+
+def _add_remote_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="tracker URL (PLATEAU_URL, default http://127.0.0.1:8765)")
+    parser.add_argument("--token", help="API token (PLATEAU_TOKEN)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_replay(subcommands)
     _add_export_import(subcommands)
     _add_sync(subcommands)
+    _add_listing(subcommands)
     _add_delete(subcommands)
     completion = subcommands.add_parser(
         "completion",
@@ -94,6 +106,7 @@ def _add_db(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     for name, default in (("upgrade", "head"), ("downgrade", None), ("current", None)):
         sub = db_commands.add_parser(name, help=db_help[name], description=db_help[name])
         _add_store_options(sub)
+        _add_json(sub)
         if name != "current":
             sub.add_argument(
                 "revision",
@@ -137,6 +150,7 @@ def _add_token(subcommands: argparse._SubParsersAction[argparse.ArgumentParser])
     revoke.add_argument("id", type=int, help="the token's id, as `plateau token list` shows it")
     for sub in (create, listing, revoke):
         _add_store_options(sub)
+        _add_json(sub)
     token.set_defaults(handler=commands.token_command)
 
 
@@ -160,6 +174,7 @@ def _add_demo(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default="default",
         help="the runs' stopping policy: default (Plateau's default policy) or patience-K (e.g. patience-5)",
     )
+    _add_json(demo)
     demo.set_defaults(handler=commands.demo_command)
 
 
@@ -241,9 +256,7 @@ def _add_replay(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]
         action="store_true",
         help="also score runs whose curve stops before its budget (diverged)",
     )
-    replay.add_argument(
-        "--json", action="store_true", help="print the per-source figures and every stop as JSON"
-    )
+    _add_json(replay)
     replay.set_defaults(handler=commands.replay_command)
 
 
@@ -273,6 +286,7 @@ def _add_export_import(subcommands: argparse._SubParsersAction[argparse.Argument
             "--url", help="tracker URL (PLATEAU_URL; default: the configured one, started if away)"
         )
         sub.add_argument("--token", help="API token (PLATEAU_TOKEN)")
+        _add_json(sub)
     tb_export.set_defaults(handler=commands.export_command)
     tb_import.set_defaults(handler=commands.import_command)
 
@@ -309,7 +323,43 @@ def _add_sync(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sync.add_argument(
         "--experiment", action="append", metavar="RUN_KEY=NAME", help="send this run into another experiment"
     )
+    _add_json(sync)
     sync.set_defaults(handler=commands.sync_command)
+
+
+def _add_listing(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``plateau runs`` and ``plateau decisions``."""
+    from plateau_tracker.server import listing
+
+    runs = subcommands.add_parser(
+        "runs",
+        help="list runs, newest first, with their status and decision",
+        description="The tracker's runs at --url ($PLATEAU_URL), newest first: status, judged step of the "
+        "plan, and the stop or the best step. Filters combine; --tag repeated means every tag.",
+    )
+    runs.add_argument("--project", help="only this project's runs")
+    runs.add_argument("--experiment", help="only this experiment's runs")
+    runs.add_argument(
+        "--status",
+        action="append",
+        choices=["running", "finished", "stopped", "failed", "crashed"],
+        help="only runs in this status (repeat for several)",
+    )
+    runs.add_argument("--tag", action="append", help="only runs holding this tag (repeat: all of them)")
+    runs.add_argument("--name", help="only runs of this name")
+    runs.add_argument("--limit", type=int, default=50, help="how many runs at most (default 50)")
+    decisions = subcommands.add_parser(
+        "decisions",
+        help="a run's decisions, oldest first, with their reasons",
+        description="Every decision the tracker at --url ($PLATEAU_URL) made about a run: step, action, "
+        "rule, best step and reason (--json adds each decision's evidence).",
+    )
+    decisions.add_argument("run_id", type=int, metavar="RUN_ID", help="the run's id, as `plateau runs` shows")
+    for sub in (runs, decisions):
+        _add_remote_options(sub)
+        _add_json(sub)
+    runs.set_defaults(handler=listing.runs_command)
+    decisions.set_defaults(handler=listing.decisions_command)
 
 
 def _add_delete(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -329,8 +379,8 @@ def _add_delete(subcommands: argparse._SubParsersAction[argparse.ArgumentParser]
         "--project", default="default", help="the experiment's project (default: default)"
     )
     for sub in (runs, experiment):
-        sub.add_argument("--url", help="tracker URL (PLATEAU_URL, default http://127.0.0.1:8765)")
-        sub.add_argument("--token", help="API token (PLATEAU_TOKEN)")
+        _add_remote_options(sub)
+        _add_json(sub)
         sub.add_argument("--yes", "-y", action="store_true", help="delete without asking")
         sub.set_defaults(handler=commands.delete_command)
 

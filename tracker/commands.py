@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plateau_tracker.server.json_output import print_json
+
 if TYPE_CHECKING:
     from plateau_tracker.server.config import Settings
 
@@ -99,11 +101,19 @@ def token_command(args: argparse.Namespace) -> int:
                 )
                 return 2
             token_id, token = auth.create_token(database, args.project, args.scope, args.name or "")
+            if args.json:
+                print_json({"id": token_id, "project": args.project, "scope": args.scope, "token": token})
+                return 0
             opens = "every project, read only" if args.project is None else f"project {args.project!r}"
             print(f"token {token_id} ({args.scope}, {opens}); shown once, keep it secret:")
             print(token)
         elif args.token_command == "list":
-            for row in auth.list_tokens(database, args.project):
+            tokens = auth.list_tokens(database, args.project)
+            if args.json:
+                operator = [{**row, "project": None} if row["scope"] == "operator" else row for row in tokens]
+                print_json({"tokens": operator})
+                return 0
+            for row in tokens:
                 state = "revoked" if row["revoked"] else "active"
                 fields = [
                     f"{row['id']:>5}",
@@ -119,7 +129,10 @@ def token_command(args: argparse.Namespace) -> int:
             except NotFoundError as exc:
                 print(f"plateau token revoke: {exc}", file=sys.stderr)
                 return 1
-            print(f"token {args.id} revoked")
+            if args.json:
+                print_json({"id": args.id, "revoked": True})
+            else:
+                print(f"token {args.id} revoked")
     finally:
         database.dispose()
     return 0
@@ -136,7 +149,11 @@ def db_command(args: argparse.Namespace) -> int:
         migrate.downgrade(url, args.revision)
     engine = make_engine(url)
     try:
-        print(f"database at revision {migrate.current_revision(engine)} (head {migrate.head_revision(url)})")
+        revision, head = migrate.current_revision(engine), migrate.head_revision(url)
+        if args.json:
+            print_json({"revision": revision, "head": head, "current": revision == head})
+        else:
+            print(f"database at revision {revision} (head {head})")
     finally:
         engine.dispose()
     return 0
@@ -145,7 +162,14 @@ def db_command(args: argparse.Namespace) -> int:
 def demo_command(args: argparse.Namespace) -> int:
     from plateau_tracker.server.demo import run_demo
 
-    return run_demo(settings_of(args), url=args.url, epochs=args.epochs, seed=args.seed, policy=args.policy)
+    return run_demo(
+        settings_of(args),
+        url=args.url,
+        epochs=args.epochs,
+        seed=args.seed,
+        policy=args.policy,
+        as_json=args.json,
+    )
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -286,6 +310,9 @@ def sync_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"plateau sync: {exc}", file=sys.stderr)
         return 1
+    if args.json:
+        print_json(report)
+        return 0 if report.left == 0 else 1
     dropped = f"; {report.dropped} runs dropped unsent" if report.dropped else ""
     print(
         f"plateau sync: {report.points} points in {report.batches} batches of {report.runs} runs sent "
@@ -335,6 +362,9 @@ def export_command(args: argparse.Namespace) -> int:
             project=args.project,
             token=token,
         )
+    if args.json:
+        print_json({"runs": report.runs, "points": report.points, "logdir": args.logdir})
+        return 0 if report.runs else 1
     for run in report.runs:
         print(
             f"run {run.run_id}: {run.points} points in {run.series} series, {run.decisions} decisions "
@@ -362,6 +392,9 @@ def import_command(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("PLATEAU_TOKEN")
     with _tracker_url(args) as url:
         report = import_logdir(logdir, url, experiment=args.experiment, project=args.project, token=token)
+    if args.json:
+        print_json({"runs": report.runs, "points": report.points})
+        return 0 if report.runs else 1
     for run in report.runs:
         print(
             f"{run.directory} -> run {run.run_id} ({run.name}): {run.points} points in {run.series} series, "
@@ -391,6 +424,7 @@ def delete_command(args: argparse.Namespace) -> int:
             print("plateau delete: nothing deleted", file=sys.stderr)
             return 1
     failed = 0
+    deletions: list[dict[str, Any]] = []
     with connect(args.url, token=args.token) as client:
         if args.delete_kind == "experiment":
             label = f"experiment {args.experiment!r} of project {args.project!r}"
@@ -408,8 +442,12 @@ def delete_command(args: argparse.Namespace) -> int:
                 print(f"plateau delete: {label} does not exist at {client.url}", file=sys.stderr)
                 failed += 1
                 continue
-            print(
-                f"deleted {label}: {deleted['runs']} run(s), {deleted['points']} points, "
-                f"{deleted['deliveries']} webhook deliveries"
-            )
+            deletions.append({"deleted": label, **deleted})
+            if not args.json:
+                print(
+                    f"deleted {label}: {deleted['runs']} run(s), {deleted['points']} points, "
+                    f"{deleted['deliveries']} webhook deliveries"
+                )
+    if args.json:
+        print_json({"deletions": deletions, "not_found": failed})
     return 1 if failed else 0

@@ -76,9 +76,18 @@ def _outcome_table(outcomes: list[Outcome]) -> str:
     return _table(rows, headers)
 
 
-def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, policy: str = "default") -> int:
+def run_demo(
+    settings: Settings,
+    *,
+    url: str | None,
+    epochs: int,
+    seed: int,
+    policy: str = "default",
+    as_json: bool = False,
+) -> int:
     """Train the demo trials against a tracker under ``policy`` (:func:`policy_rules`) and print what
-    Plateau decided. Returns an exit code."""
+    Plateau decided (``as_json``: one JSON document on stdout, the progress lines on stderr). Returns an
+    exit code."""
     rules = policy_rules(policy)
     try:
         from plateau_tracker.server.demo._train import TRIALS, fit_threads_to_host, load_split, train_one
@@ -95,11 +104,13 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pol
     checkpoint_dir = Path(settings.home).expanduser() / "demo" / "checkpoints"
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     split = load_split(seed)
+    said = sys.stderr if as_json else sys.stdout
     with tracker_for(settings, url) as tracker_url:
-        print(f"tracker: {tracker_url}  (checkpoints in {checkpoint_dir})")
+        print(f"tracker: {tracker_url}  (checkpoints in {checkpoint_dir})", file=said)
         print(
             f"training {len(TRIALS)} models on digits, budget {epochs} epochs, monitor val/loss, "
             f"policy {policy}\n",
+            file=said,
             flush=True,
         )
         outcomes = []
@@ -115,13 +126,19 @@ def run_demo(settings: Settings, *, url: str | None, epochs: int, seed: int, pol
             )
             print(
                 f"  {outcome.name}: {outcome.epochs_run}/{outcome.budget} epochs, {outcome.seconds:.1f}s",
+                file=said,
                 flush=True,
             )
             outcomes.append(outcome)
-    print()
-    print(_outcome_table(outcomes))
     saved = sum(o.budget - o.epochs_run for o in outcomes)
     total = sum(o.budget for o in outcomes)
+    if as_json:
+        from plateau_tracker.server.json_output import print_json
+
+        print_json({"tracker": tracker_url, "policy": policy, "runs": outcomes, "epochs_saved": saved})
+        return 0
+    print()
+    print(_outcome_table(outcomes))
     print(f"\nepochs saved by early stopping: {saved} of {total} ({100 * saved / total:.0f}%)")
     stopped = next((o for o in outcomes if o.epochs_run < o.budget), outcomes[0])
     print(

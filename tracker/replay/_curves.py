@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from plateau_tracker._numbers import NON_FINITE, number
+from plateau_tracker._progress import Progress
 from plateau_tracker.client import NotFoundError, TrackerClient, connect
 from plateau_tracker.server.policy import Mode
 
@@ -203,33 +204,53 @@ def load_tracker(
     named in ``unscored``."""
     with connect(url, token=token) as client:
         runs = client.runs(project=project, experiment=experiment)
-        for run in runs:
-            watched = _history(client, run["id"], metric)
-            if not watched:
-                if unwatched is not None:
-                    unwatched.append(f"{experiment}/{run['id']}")
-                continue
-            scored = _history(client, run["id"], score) if score != metric else watched
-            steps = sorted(watched)
-            watch = [watched[s][0] for s in steps]
-            if not scored and unscored is not None:  # no --score points: scored on the watched metric
-                unscored.append(f"{experiment}/{run['id']}")
-            start = watched[steps[0]][1]
-            extras = {}
-            for key in (TRAIN_KEY, LR_KEY):
-                series = _history(client, run["id"], key)
-                if series:
-                    extras[key] = [series.get(s, (math.nan, 0.0))[0] for s in steps]
-            planned = run.get("planned_steps") or run["config"].get("planned_steps")
-            yield Curve(
-                source=experiment,
-                run_id=str(run["id"]),
-                steps=steps,
-                watch=watch,
-                # the watched series itself where --score has none (found by identity: see the command)
-                score=[scored.get(s, (math.nan, 0.0))[0] for s in steps] if scored else watch,
-                cost=[watched[s][1] - start for s in steps],
-                extras=extras,
-                planned_steps=int(planned) if planned else None,
-                complete=run["status"] == "finished" and run["stop_step"] is None,
-            )
+        progress = Progress("plateau replay: reading", total=len(runs), unit="runs", clock_every=1)
+        try:
+            yield from _tracker_curves(client, runs, experiment, metric, score, unwatched, unscored, progress)
+        finally:
+            progress.close()
+
+
+def _tracker_curves(
+    client: TrackerClient,
+    runs: list[dict[str, Any]],
+    experiment: str,
+    metric: str,
+    score: str,
+    unwatched: list[str] | None,
+    unscored: list[str] | None,
+    progress: Progress,
+) -> Iterator[Curve]:
+    """Each run's curves, read one run at a time (``progress`` counts them)."""
+    for run in runs:
+        watched = _history(client, run["id"], metric)
+        if not watched:
+            if unwatched is not None:
+                unwatched.append(f"{experiment}/{run['id']}")
+            progress.add()
+            continue
+        scored = _history(client, run["id"], score) if score != metric else watched
+        steps = sorted(watched)
+        watch = [watched[s][0] for s in steps]
+        if not scored and unscored is not None:  # no --score points: scored on the watched metric
+            unscored.append(f"{experiment}/{run['id']}")
+        start = watched[steps[0]][1]
+        extras = {}
+        for key in (TRAIN_KEY, LR_KEY):
+            series = _history(client, run["id"], key)
+            if series:
+                extras[key] = [series.get(s, (math.nan, 0.0))[0] for s in steps]
+        planned = run.get("planned_steps") or run["config"].get("planned_steps")
+        progress.add()
+        yield Curve(
+            source=experiment,
+            run_id=str(run["id"]),
+            steps=steps,
+            watch=watch,
+            # the watched series itself where --score has none (found by identity: see the command)
+            score=[scored.get(s, (math.nan, 0.0))[0] for s in steps] if scored else watch,
+            cost=[watched[s][1] - start for s in steps],
+            extras=extras,
+            planned_steps=int(planned) if planned else None,
+            complete=run["status"] == "finished" and run["stop_step"] is None,
+        )

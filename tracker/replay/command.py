@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from plateau_tracker._mode import infer_mode
+from plateau_tracker._progress import Progress
 from plateau_tracker.server.policy import PolicySpec
 from plateau_tracker.server.policy._types import Mode
 from plateau_tracker.server.policy.presets import PRESETS, preset
@@ -48,9 +49,10 @@ def replay_sources(
     include_incomplete: bool,
     mode: Mode | None = None,
     fallback: Mode = "max",
+    progress: Progress | None = None,
 ) -> tuple[list[Any], dict[str, int]]:
     """Replay each source with the policy for its mode: ``mode`` when given, else the mode its curves
-    declare (``"mode"`` in the curve file), else ``fallback``."""
+    declare (``"mode"`` in the curve file), else ``fallback``. ``progress`` counts the runs replayed."""
     by_source: dict[str, list[Curve]] = defaultdict(list)
     for curve in curves:
         if curve.complete or include_incomplete:
@@ -59,7 +61,16 @@ def replay_sources(
     stops: dict[str, int] = {}
     for source, group in by_source.items():
         policy = policy_for(mode or group[0].mode or fallback)
-        results = replay_sweep(policy, group) if sweep else [replay_curve(policy, c) for c in group]
+        if sweep:
+            results = replay_sweep(policy, group)
+            if progress is not None:
+                progress.add(len(group))
+        else:
+            results = []
+            for curve in group:
+                results.append(replay_curve(policy, curve))
+                if progress is not None:
+                    progress.add()
         reports.append(summarise(source, results, sweep=sweep))
         for r in results:
             stops[_unique(stops, f"{source}/{r.curve.run_id}")] = r.stop_index
@@ -158,14 +169,20 @@ def run_replay(args: Any) -> int:
             "plateau replay: no curves to replay (give --curves FILE or --experiment NAME)", file=sys.stderr
         )
         return 1
-    reports, stops = replay_sources(
-        policy_for,
-        curves,
-        sweep=args.sweep,
-        include_incomplete=args.include_incomplete,
-        mode=args.mode,
-        fallback=fallback,
-    )
+    replayed = sum(c.complete or args.include_incomplete for c in curves)
+    progress = Progress("plateau replay", total=replayed, unit="runs", clock_every=1)
+    try:
+        reports, stops = replay_sources(
+            policy_for,
+            curves,
+            sweep=args.sweep,
+            include_incomplete=args.include_incomplete,
+            mode=args.mode,
+            fallback=fallback,
+            progress=progress,
+        )
+    finally:
+        progress.close()
     elapsed = time.perf_counter() - started
     if args.json:
         print(
