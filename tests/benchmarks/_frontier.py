@@ -233,6 +233,15 @@ def margin_interval(
     """A bootstrap interval of the margin of the policy that stopped each curve at ``stops``: the runs are
     resampled with replacement and the patience-k frontier is recomputed on every resample, so the interval
     says how much of a margin is the draw of runs (a source of 40 runs moves a margin by several points)."""
+    margins = resampled_margins(curves, stops, mode, resamples=resamples, seed=seed)
+    tail = (1.0 - level) / 2
+    return margins[int(tail * (resamples - 1))], margins[int((1.0 - tail) * (resamples - 1))]
+
+
+def resampled_margins(
+    curves: Sequence[Curve], stops: Sequence[int], mode: Mode, *, resamples: int, seed: int = 0
+) -> list[float]:
+    """The margin on each of ``resamples`` resamples of the runs (with replacement), sorted."""
     rng = random.Random(seed)
     policy = run_costs(curves, stops, mode)
     per_curve = [patience_stops(c.watch, FRONTIER_K, mode) for c in curves]
@@ -242,6 +251,4 @@ def margin_interval(
     for _ in range(resamples):
         sample = [rng.randrange(n) for _ in range(n)]
         margins.append(margin(policy.point(sample), [f.point(sample) for f in frontier]))
-    margins.sort()
-    tail = (1.0 - level) / 2
-    return margins[int(tail * (resamples - 1))], margins[int((1.0 - tail) * (resamples - 1))]
+    return sorted(margins)

@@ -2,6 +2,7 @@
 
     python -m tests.benchmarks.bench_default [--curves OPDA.jsonl] [--corpus DRAW.jsonl ...]
         [--preset default | --rules RULES.json] [--variant RULE.PARAM=VALUE ...] [--alone] [--json]
+        [--pooled] [--intervals N]
 
 Each file given is its own draw: its sources are judged on their own and never pooled with another draw's.
 Per source (complete runs; the watched metric ``val``, scored on ``val2``):
@@ -16,6 +17,11 @@ Per source (complete runs; the watched metric ``val``, scored on ``val2``):
 
 ``--alone`` drops every companion series (rate, validation and training loss) and the plan, as for a
 trainer that logs nothing but the watched metric: the default's fallback then judges.
+
+``--intervals N`` adds each source's 90% bootstrap interval of the margin (``_frontier.margin_interval``:
+the source's runs resampled N times, the frontier recomputed on each), and the expected count of sources
+below the floor (the share of resamples below -3 pp, summed): how much of a source-draw's margin is the
+draw of its runs rather than the rule.
 
 ``--pooled`` adds one more table: each source's runs from every corpus draw given, judged together. The
 draws of one source come from one generator at one scale, so this pools one source's runs, never regret
@@ -34,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from plateau_tracker.server.policy.presets import preset
+from tests.benchmarks._frontier import resampled_margins
 from tests.benchmarks._judging import Judgement, SourceFrame
 from tests.benchmarks._sources import DEFAULT_CURVES, Source, load_sources
 
@@ -116,6 +123,7 @@ def main() -> None:
     parser.add_argument("--alone", action="store_true", help="drop every companion series and the plan")
     parser.add_argument("--source", action="append", help="only these sources")
     parser.add_argument("--pooled", action="store_true", help="also judge each source over all draws")
+    parser.add_argument("--intervals", type=int, default=0, metavar="N", help="bootstrap resamples")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rules = rules_of(args)
@@ -128,16 +136,46 @@ def main() -> None:
     for name, sources in draws:
         started = time.perf_counter()
         rows: dict[str, Judgement] = {}
+        intervals: dict[str, tuple[float, float, float]] = {}
         for source_name, source in sources.items():
             if args.source and source_name not in args.source:
                 continue
-            rows[source_name] = SourceFrame(source.curves, source.mode).judge(rules)[0]
+            rows[source_name], results = SourceFrame(source.curves, source.mode).judge(rules)
+            if args.intervals:
+                intervals[source_name] = interval_of(source, [r.stop_index for r in results], args.intervals)
         seconds = time.perf_counter() - started
-        out["draws"][name] = {"sources": {s: j.as_json() for s, j in rows.items()}, **summary(rows)}
+        judged = {s: {**j.as_json(), **_interval_json(intervals.get(s))} for s, j in rows.items()}
+        out["draws"][name] = {"sources": judged, **summary(rows)}
+        if intervals:
+            out["draws"][name]["expected_below_floor"] = sum(share for *_, share in intervals.values())
         if not args.json:
             print_draw(name, rows, seconds)
+            if intervals:
+                print_intervals(intervals)
     if args.json:
         print(json.dumps(out, indent=2))
+
+
+def interval_of(source: Source, stops: list[int], resamples: int) -> tuple[float, float, float]:
+    """The margin's 90% bootstrap interval on ``source``, and the share of resamples below the floor."""
+    margins = resampled_margins(source.curves, stops, source.mode, resamples=resamples)
+    low, high = margins[int(0.05 * (resamples - 1))], margins[int(0.95 * (resamples - 1))]
+    return low, high, sum(m < TARGETS["worst_margin"] for m in margins) / resamples
+
+
+def _interval_json(interval: tuple[float, float, float] | None) -> dict[str, Any]:
+    if interval is None:
+        return {}
+    low, high, below = interval
+    return {"margin_interval_90": [low, high], "share_below_floor": below}
+
+
+def print_intervals(intervals: dict[str, tuple[float, float, float]]) -> None:
+    print("\n| source | margin, 90% of resampled draws | resamples below -3 pp |\n|---|---|---|")
+    for source, (low, high, below) in intervals.items():
+        print(f"| {source} | {100 * low:+.1f} to {100 * high:+.1f} pp | {100 * below:.0f}% |")
+    expected = sum(below for *_, below in intervals.values())
+    print(f"\nexpected sources below -3 pp in a draw like this one: {expected:.1f} of {len(intervals)}")
 
 
 def pooled(draws: list[tuple[str, dict[str, Source]]]) -> dict[str, Source]:
