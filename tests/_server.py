@@ -36,7 +36,7 @@ class TrackerProcess:
         max_files: int | None = None,
         preexec: Callable[[], None] | None = None,
     ) -> None:
-        self.home = home
+        self.home, self.workers = home, workers
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / f"tracker-{self.port}.log"

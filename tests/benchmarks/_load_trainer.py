@@ -1,9 +1,10 @@
 """One trainer process of ``bench_load``: threads that each drive a live run with the real SDK, as a
 training loop would, and start a new run when the tracker stops theirs (a sweep that keeps its slots full).
 
-    python -m tests.benchmarks._load_trainer OUT URL[,URL...] RUNS SECONDS EXPERIMENT SEED SPOOL_DIR
+    python -m tests.benchmarks._load_trainer OUT URL[,URL...] RUNS SECONDS EXPERIMENT SEED SPOOL_DIR \
+        [EVAL_EVERY [FLUSH_INTERVAL]]
 
-Each run logs 10 training keys at 10 steps/s and ``val/acc`` every 10 steps, under ``patience`` +
+Each run logs 10 training keys at 10 steps/s and ``val/acc`` every EVAL_EVERY (10) steps, under ``patience`` +
 ``checkpoint`` + ``percentile``. After logging ``val/acc`` the loop calls ``should_stop()`` and
 ``should_checkpoint()`` as the README's loop does; the stop-signal latency is the time from the ``log()``
 of the monitored value the stop was decided on to ``should_stop()`` answering True. Runs are spread over
@@ -29,7 +30,6 @@ import plateau_tracker as plateau
 MONITOR = "val/acc"
 TRAIN_KEYS = [f"train/k{i}" for i in range(10)]
 STEPS_PER_S = 10
-EVAL_EVERY = 10
 RULES: list[dict[str, Any]] = [
     {"rule": "patience", "patience": 5},
     {"rule": "checkpoint"},
@@ -52,6 +52,15 @@ class _Errors(logging.Handler):
             self.first.append(record.getMessage()[:300])
 
 
+@dataclass(frozen=True)
+class _Cadence:
+    eval_every: int = 10
+    flush_interval: float | None = None
+
+    def init_options(self) -> dict[str, Any]:
+        return {} if self.flush_interval is None else {"flush_interval": self.flush_interval}
+
+
 @dataclass
 class _Seen:
     latencies: list[float] = field(default_factory=list)
@@ -71,7 +80,9 @@ def _accuracy(evaluation: int, peak: int, top: float, rng: random.Random) -> flo
     return top * (1 - math.exp(-3)) - 0.01 * (evaluation - peak) + rng.gauss(0, 0.002)
 
 
-def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_dir: str) -> None:
+def _drive(
+    url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_dir: str, cadence: _Cadence
+) -> None:
     rng = random.Random(seed)
     while time.monotonic() < end:
         run = plateau.init(
@@ -82,6 +93,7 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
             mode="max",
             rules=RULES,
             spool_dir=spool_dir,
+            **cadence.init_options(),
         )
         peak, top = rng.randint(8, 40), rng.uniform(0.5, 0.95)
         logged_at: dict[int, float] = {}
@@ -91,9 +103,9 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
         while time.monotonic() < end:
             run.log({key: 1.0 / (step + 1) for key in TRAIN_KEYS}, step=step)
             points += len(TRAIN_KEYS)
-            if step % EVAL_EVERY == 0:
+            if step % cadence.eval_every == 0:
                 logged_at[step] = time.perf_counter()
-                run.log({MONITOR: _accuracy(step // EVAL_EVERY, peak, top, rng)}, step=step)
+                run.log({MONITOR: _accuracy(step // cadence.eval_every, peak, top, rng)}, step=step)
                 points += 1
                 stop = run.should_stop()
                 run.should_checkpoint()
@@ -119,7 +131,9 @@ def _drive(url: str, experiment: str, seed: int, end: float, seen: _Seen, spool_
 
 
 def main(argv: list[str]) -> None:
-    out, urls, runs, seconds, experiment, seed, spool_dir = argv
+    out, urls, runs, seconds, experiment, seed, spool_dir = argv[:7]
+    rest = [*argv[7:], "", ""]
+    cadence = _Cadence(int(rest[0] or 10), float(rest[1]) if rest[1] else None)
     errors = _Errors()
     logging.getLogger("plateau").addHandler(errors)
     seen = _Seen()
@@ -138,6 +152,7 @@ def main(argv: list[str]) -> None:
                 end,
                 seen,
                 spool_dir,
+                cadence,
             ),
             daemon=True,
         )

@@ -2,9 +2,9 @@
 
     python -m tests.benchmarks.bench_load [--targets sqlite,postgres,replicas] [--seconds 60]
         [--sqlite-runs 1000] [--postgres-runs 2000] [--replica-runs 1000] [--processes 4]
-        [--postgres-url URL] [--json]
+        [--eval-every 10] [--flush-interval S] [--workers 4] [--postgres-url URL] [--json]
 
-Targets: one ``plateau serve`` worker on SQLite; 4 workers on one PostgreSQL; two ``plateau serve``
+Targets: one ``plateau serve`` worker on SQLite; ``--workers`` (4) on one PostgreSQL; two ``plateau serve``
 replicas on one PostgreSQL with the trainers' runs spread across them. In each, every run logs 10
 training keys at 10 steps/s and ``val/acc`` every 10 steps under ``patience`` + ``checkpoint`` +
 ``percentile`` (:mod:`tests.benchmarks._load_trainer`); a run the tracker stops is finished and its slot
@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,6 @@ from tests.conftest import scratch_postgres
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 STEPS_PER_S = 10
-POINTS_PER_STEP = 10 + 1 / 10  # training keys every step, the monitored metric every 10th
 
 
 def _tree_cpu_seconds(pid: int) -> float:
@@ -94,8 +94,20 @@ def _batches(database_url: str) -> int:
     return int(_rows(database_url, "SELECT COUNT(*) FROM ingest_batch")[0][0])
 
 
+@dataclass(frozen=True)
+class Cadence:
+    """How each run logs: the monitored metric every ``eval_every`` steps (10 training keys at every step),
+    and the SDK's ``flush_interval`` (None: its default), how long training-only keys wait to be sent."""
+
+    eval_every: int = 10
+    flush_interval: float | None = None
+
+    def points_per_step(self) -> float:
+        return 10 + 1 / self.eval_every
+
+
 def _trainers(
-    urls: list[str], runs: int, processes: int, seconds: float, folder: Path
+    urls: list[str], runs: int, processes: int, seconds: float, folder: Path, cadence: Cadence
 ) -> list[dict[str, Any]]:
     experiment = f"load-{uuid.uuid4().hex[:8]}"
     children = []
@@ -104,6 +116,7 @@ def _trainers(
         out = folder / f"trainer-{index}.json"
         command = [sys.executable, "-m", "tests.benchmarks._load_trainer", str(out), ",".join(urls)]
         command += [str(share), str(seconds), experiment, str(index), str(folder / "spool")]
+        command += [str(cadence.eval_every), str(cadence.flush_interval or "")]
         children.append((subprocess.Popen(command), out))
     seen = []
     for child, out in children:
@@ -165,6 +178,7 @@ def _target(
     processes: int,
     seconds: float,
     folder: Path,
+    cadence: Cadence,
 ) -> dict[str, Any]:
     urls = [server.url for server in servers]
     probe_latencies: list[float] = []
@@ -180,7 +194,7 @@ def _target(
     started = time.monotonic()
     if probe is not None:
         probe.start()
-    seen = _trainers(urls, runs, processes, seconds, folder / name)
+    seen = _trainers(urls, runs, processes, seconds, folder / name, cadence)
     elapsed = time.monotonic() - started
     probe_stop.set()
     if probe is not None:
@@ -209,7 +223,10 @@ def _target(
         "runs_driven": len(logged),
         "runs_never_created": sum(t["uncreated_runs"] for t in seen),
         "seconds": round(elapsed, 1),
-        "points_per_s_offered": round(runs * STEPS_PER_S * POINTS_PER_STEP),
+        "eval_every": cadence.eval_every,
+        "flush_interval": cadence.flush_interval,
+        "workers": len(servers) if len(servers) > 1 else servers[0].workers,
+        "points_per_s_offered": round(runs * STEPS_PER_S * cadence.points_per_step()),
         "points_per_s_stored": round(stored_total / elapsed),
         "steps_per_s_per_run": round(sum(t["steps"] for t in seen) / runs / elapsed, 2),
         "stops": stops,
@@ -245,7 +262,7 @@ def _with_postgres(admin_url: str, work: Callable[[str], dict[str, Any]]) -> dic
 
 _LABELS = {
     "sqlite": "SQLite, 1 worker",
-    "postgres": "PostgreSQL, 4 workers",
+    "postgres": "PostgreSQL, {workers} workers",
     "replicas": "2 replicas on PostgreSQL",
 }
 
@@ -254,7 +271,8 @@ def figures(results: list[dict[str, Any]]) -> list[Figure]:
     """The suite's section 11: each target's figures beside issue 22's targets."""
     out = []
     for r in results:
-        label = f"load, {_LABELS[r['target']]}, {r['live_runs']:,} live runs"
+        store = _LABELS[r["target"]].format(workers=r["workers"])
+        label = f"load, {store}, {r['live_runs']:,} live runs, monitored every {r['eval_every']} steps"
         floor = 0.95 * r["points_per_s_offered"]
         p50, p99 = r["stop_latency_ms_p50"], r["stop_latency_ms_p99"]
         out += [
@@ -320,6 +338,7 @@ def figures(results: list[dict[str, Any]]) -> list[Figure]:
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every target ``args.targets`` names (see :func:`parser`), one after the other."""
     results = []
+    cadence = Cadence(eval_every=args.eval_every, flush_interval=args.flush_interval)
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(args.keep) if args.keep else Path(scratch)
         for target in args.targets.split(","):
@@ -330,7 +349,14 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     url = f"sqlite:///{folder / 'home-sqlite' / 'plateau.db'}"
                     results.append(
                         _target(
-                            "sqlite", [server], url, args.sqlite_runs, args.processes, args.seconds, folder
+                            "sqlite",
+                            [server],
+                            url,
+                            args.sqlite_runs,
+                            args.processes,
+                            args.seconds,
+                            folder,
+                            cadence,
                         )
                     )
                 finally:
@@ -339,7 +365,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
                 def on_postgres(url: str, target: str = target) -> dict[str, Any]:
                     if target == "postgres":
-                        servers = [TrackerProcess(folder / "home-pg", database_url=url, workers=4)]
+                        servers = [TrackerProcess(folder / "home-pg", database_url=url, workers=args.workers)]
                         runs = args.postgres_runs
                     else:
                         servers = [
@@ -347,7 +373,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                         ]
                         runs = args.replica_runs
                     try:
-                        return _target(target, servers, url, runs, args.processes, args.seconds, folder)
+                        return _target(
+                            target, servers, url, runs, args.processes, args.seconds, folder, cadence
+                        )
                     finally:
                         for server in servers:
                             server.stop()
@@ -373,6 +401,15 @@ def parser() -> argparse.ArgumentParser:
     options.add_argument("--postgres-runs", type=int, default=2000)
     options.add_argument("--replica-runs", type=int, default=1000)
     options.add_argument("--processes", type=int, default=4, help="trainer processes")
+    options.add_argument(
+        "--eval-every", type=int, default=10, help="steps between monitored evaluations (10 steps/s)"
+    )
+    options.add_argument(
+        "--flush-interval",
+        type=float,
+        help="the SDK's flush_interval: how long training-only keys wait to be sent (default: the SDK's)",
+    )
+    options.add_argument("--workers", type=int, default=4, help="uvicorn workers of the PostgreSQL target")
     options.add_argument(
         "--postgres-url", default=os.environ.get("PLATEAU_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
     )
