@@ -1,6 +1,6 @@
 """``plateau export tensorboard``: stored runs as TensorBoard event files, one subdirectory per run.
 
-What a run's directory holds (written with ``tensorboard``'s own ``EventFileWriter`` and protos):
+What a run's directory holds (``tensorboard``'s protos, in its record format: ``_event_file``):
 
 - every point of every key as a scalar (``simple_value``) at its step and wall time; per-rank series are
   tagged ``key/rank<N>``. TensorBoard keeps scalars as float32: where that would round a value, the exact
@@ -29,12 +29,12 @@ from typing import Any, TextIO
 from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from tensorboard.plugins.text import metadata as text_metadata
-from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
 from plateau_tracker._progress import Progress
 from plateau_tracker.client import TrackerClient, connect
 from plateau_tracker.server.tb import _tags
+from plateau_tracker.server.tb._event_file import EventFile
 
 # Suffix of the event files export writes: a re-export removes the previous ones it finds, and only those.
 FILE_SUFFIX = ".plateau"
@@ -151,7 +151,7 @@ def _write_run(
     previous = sorted(directory.glob(f"*tfevents*{FILE_SUFFIX}"))
     report = RunExport(run_id=run["id"], directory=directory)
     start_time = datetime.fromisoformat(run["started_at"]).timestamp()
-    writer = EventFileWriter(str(directory), max_queue_size=1000, filename_suffix=FILE_SUFFIX)
+    writer = EventFile(directory, suffix=FILE_SUFFIX)
     try:
         for value in _hparams_values(run):
             writer.add_event(_event(0, start_time, value))
