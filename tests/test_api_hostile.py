@@ -397,14 +397,19 @@ def test_text_the_stores_cannot_hold_is_422_in_every_place(client: httpx.Client)
         assert response.status_code == 422, (response.request.url, response.text)
 
 
-def _health_while_posting(client: httpx.Client, path: str, body: str) -> tuple[httpx.Response, list[float]]:
-    """Post ``body`` from another thread, probing /api/v1/health every 5 ms meanwhile: the answer, and
-    each probe's seconds."""
+def _health_while_posting(
+    client: httpx.Client, path: str, body: str
+) -> tuple[httpx.Response, list[float], float]:
+    """Post ``body`` from another thread, probing /api/v1/health every 5 ms meanwhile: the answer, each
+    probe's seconds, and the post's seconds."""
     answer: dict[str, httpx.Response] = {}
+    took: list[float] = []
 
     def send() -> None:
         with httpx.Client(base_url=str(client.base_url), timeout=60) as other:
+            started = time.perf_counter()
             answer["response"] = other.post(path, content=body, headers={"content-type": "application/json"})
+            took.append(time.perf_counter() - started)
 
     sender = threading.Thread(target=send)
     sender.start()
@@ -416,7 +421,15 @@ def _health_while_posting(client: httpx.Client, path: str, body: str) -> tuple[h
             latencies.append(time.perf_counter() - started)
             time.sleep(0.005)
     sender.join()
-    return answer["response"], latencies
+    return answer["response"], latencies, took[0]
+
+
+def _no_stall(slowest: float, posted: float) -> bool:
+    """Whether the slowest health probe shows the event loop free while the batch was handled. A stall
+    (the loop blocked by the batch: 1.5 to 2.8 s before the bounds) holds the probe for most of the post;
+    a busy host (the suite's other worker, CI) delays one probe by a fraction of it, which on PostgreSQL
+    under CI once reached 0.83 s."""
+    return slowest < max(0.5, 0.5 * posted)
 
 
 @pytest.mark.parametrize(
@@ -442,7 +455,7 @@ def test_a_batch_past_the_limits_is_refused_at_once_and_health_stays_quick(
     # is validated, with the limit named.
     run = create_run(client)
     body = json.dumps({"batch_id": uuid.uuid4().hex, **batch})
-    response, latencies = _health_while_posting(client, f"/api/v1/runs/{run['id']}/metrics", body)
+    response, latencies, posted = _health_while_posting(client, f"/api/v1/runs/{run['id']}/metrics", body)
     assert response.status_code == 422, response.text[:300]
     assert response.json()["detail"][0]["loc"] == ["body", form]
     assert limit in response.json()["detail"][0]["msg"]
@@ -450,7 +463,7 @@ def test_a_batch_past_the_limits_is_refused_at_once_and_health_stays_quick(
     # The stall this guards against held every probe for 2.8 s. A probe is also one HTTP round trip on a
     # host that may be busy (the suite beside a corpus run, CI), which once took past 0.1 s on its own, so the
     # bar is the one the stored-batch test below keeps for its slowest probe.
-    assert max(latencies) < 0.5
+    assert _no_stall(max(latencies), posted), (max(latencies), posted)
     assert client.get(f"/api/v1/runs/{run['id']}/keys").json()["keys"] == []
 
 
@@ -458,16 +471,17 @@ def test_health_stays_quick_while_the_largest_legal_batch_is_stored(client: http
     run = create_run(client)
     series = [{"key": f"k{i}", "steps": list(range(10)), "values": [0.5] * 10} for i in range(10_000)]
     body = json.dumps({"batch_id": uuid.uuid4().hex, "series": series})
-    response, latencies = _health_while_posting(client, f"/api/v1/runs/{run['id']}/metrics", body)
+    response, latencies, posted = _health_while_posting(client, f"/api/v1/runs/{run['id']}/metrics", body)
     assert response.status_code == 200, response.text[:300]
     assert response.json()["accepted"] == 100_000
     latencies.sort()
     print(
         f"health: {len(latencies)} probes while 10,000 series x 10 points were stored, median "
-        f"{latencies[len(latencies) // 2] * 1000:.1f} ms, slowest {latencies[-1] * 1000:.1f} ms"
+        f"{latencies[len(latencies) // 2] * 1000:.1f} ms, slowest {latencies[-1] * 1000:.1f} ms, post "
+        f"{posted * 1000:.0f} ms"
     )
     assert latencies[len(latencies) // 2] < 0.1
-    assert latencies[-1] < 0.5  # measured 41 ms with CI running beside it; 1.5 s stalls before the bounds
+    assert _no_stall(latencies[-1], posted), (latencies[-1], posted)
 
 
 def test_json_an_older_version_stored_past_the_bounds_still_reads(tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
-"""An event file written on the calling thread, in TensorBoard's record format, with a C CRC-32C.
+"""Event files in TensorBoard's record format, written and read with a C CRC-32C.
 
 ``tensorboard``'s own ``EventFileWriter`` hands every event to a writer thread through a bounded queue, and
 that thread checksums each record in pure Python: a 1,000,000-point export spent most of its two minutes
-waiting on that queue. Here each record is framed and checksummed where it is made (``google-crc32c``, a C
-extension) and written through a buffer. The file is what ``EventFileWriter`` writes: its name, a first
-event that names the format (``brain.Event:2``), then one record per event (length, masked CRC of the
-length, the serialized ``Event``, masked CRC of it), so every TensorBoard reader reads it.
+waiting on that queue; its readers check each record the same way. Here each record is framed and
+checksummed where it is made or read (``google-crc32c``, a C extension), through a buffer. The file is what
+``EventFileWriter`` writes: its name, a first event that names the format (``brain.Event:2``), then one
+record per event (length, masked CRC of the length, the serialized ``Event``, masked CRC of it), so every
+TensorBoard reader reads it, and :func:`read_events` reads what any TensorBoard writer wrote.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,19 @@ class EventFile:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def read_events(path: Path) -> Iterator[Any]:
+    """Every ``Event`` of the file, in order. As TensorBoard's loaders do, reading stops at a record cut
+    short (a file still being written) or one whose checksum fails."""
+    with path.open("rb", buffering=1 << 20) as file:
+        while True:
+            header = file.read(12)
+            if len(header) < 12 or _masked_crc(header[:8]) != header[8:]:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            data = file.read(length)
+            footer = file.read(4)
+            if len(data) < length or _masked_crc(data) != footer:
+                return
+            yield event_pb2.Event.FromString(data)

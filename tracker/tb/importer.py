@@ -1,9 +1,10 @@
 """``plateau import tensorboard``: scalar series from existing event files, one run per event-file folder.
 
-Reads every ``*tfevents*`` file with ``tensorboard``'s own loader, in file-name order (the order TensorBoard
-reads them), and takes scalars in both forms: legacy ``simple_value`` and tensor summaries of the scalars
-plugin (TF2's ``tf.summary.scalar``, where only a tag's first value carries the plugin metadata). A tag
-``key/rank<N>`` is key ``key`` on rank N. Where a tag has a step twice (a restarted job), the later value
+Reads every ``*tfevents*`` file record by record (``_event_file.read_events``: stopping, as TensorBoard's
+loaders do, at a record cut short), in file-name order (the order TensorBoard reads them), and takes
+scalars in both forms: legacy ``simple_value`` and tensor summaries of the scalars plugin (TF2's
+``tf.summary.scalar``, where only a tag's first value carries the plugin metadata). A tag ``key/rank<N>``
+is key ``key`` on rank N. Where a tag has a step twice (a restarted job), the later value
 wins, as in TensorBoard. HParams session data becomes the run's config.
 
 Runs are keyed by the folder's absolute path and the experiment, and batches have fixed ids, so importing
@@ -21,7 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
-from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tensorboard.util import tensor_util
 
@@ -29,6 +29,7 @@ from plateau_tracker._progress import Progress
 from plateau_tracker.client import connect
 from plateau_tracker.server.schemas.metrics import EARLIEST_WALL_TIME, LATEST_WALL_TIME, MAX_POINT_OBJECTS
 from plateau_tracker.server.tb import _tags
+from plateau_tracker.server.tb._event_file import read_events
 
 BATCH_POINTS = MAX_POINT_OBJECTS  # the tracker's bound on one batch in the points form
 
@@ -102,7 +103,7 @@ def read_run(directory: Path) -> _RunData:
     data = _RunData()
     plugins: dict[str, str] = {}  # a tag's plugin, from the first value that carried metadata
     for path in sorted(p for p in directory.glob("*tfevents*") if p.is_file()):
-        for event in LegacyEventFileLoader(str(path)).Load():
+        for event in read_events(path):
             if not event.HasField("summary"):
                 continue
             for value in event.summary.value:
