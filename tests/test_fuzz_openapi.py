@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,14 @@ FUZZ_EXAMPLES = int(os.environ.get("PLATEAU_FUZZ_EXAMPLES", "40"))
 # Long-polls are capped at the server's max_wait_seconds: keep it short, or a generated wait=1e300 costs
 # a minute a case.
 _ENV = {"PLATEAU_MAX_WAIT_SECONDS": "0.2"}
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _ndjson(_context: Any, value: Any) -> bytes:
+    """POST /api/v1/batches takes one run's batch per line: a generated batch is one line, a list a line
+    per item."""
+    items = value if isinstance(value, list) else [value]
+    return b"".join(json.dumps(item, default=str).encode() + b"\n" for item in items)
 
 
 @pytest.fixture(scope="module", params=["open", "token"])

@@ -26,6 +26,7 @@ OPERATIONS = {
     ("get", "/api/v1/runs/{run_id}/summary"): "get_summary",
     ("patch", "/api/v1/runs/{run_id}/summary"): "update_summary",
     ("post", "/api/v1/runs/{run_id}/metrics"): "ingest_metrics",
+    ("post", "/api/v1/batches"): "ingest_batches",
     ("get", "/api/v1/runs/{run_id}/decision"): "get_decision",
     ("get", "/api/v1/runs/{run_id}/decisions"): "list_decisions",
     ("post", "/api/v1/runs/{run_id}/away-verdicts"): "compare_away_verdicts",

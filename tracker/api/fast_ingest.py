@@ -1,4 +1,5 @@
-"""The trainers' hot route, ``POST /api/v1/runs/{run_id}/metrics``, served straight from ASGI.
+"""The trainers' hot routes, ``POST /api/v1/runs/{run_id}/metrics`` and ``POST /api/v1/batches`` (many
+runs' batches: :mod:`plateau_tracker.server.api.many_ingest`), served straight from ASGI.
 
 Through FastAPI a batch costs the event loop routing, dependency resolution, request and response objects
 and the body's validation: on a busy tracker the loop, not the database, was the limit (more than twice
@@ -20,11 +21,10 @@ from anyio import to_thread
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from plateau_tracker.server.api import many_ingest
 from plateau_tracker.server.api.deps import IngestServices
 from plateau_tracker.server.api.errors import body_too_large, error_response, invalid_body, read_body
-from plateau_tracker.server.api.storage_errors import STORAGE_ERRORS
 from plateau_tracker.server.db.models import MAX_ID
-from plateau_tracker.server.errors import PlateauError
 from plateau_tracker.server.schemas.metrics import MetricBatch, parse_batch
 from plateau_tracker.server.services import ingest
 from plateau_tracker.server.services.auth import Authenticator, check_run
@@ -34,7 +34,7 @@ _INGEST_PATH = re.compile(r"/api/v1/runs/([0-9]{1,20})/metrics")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-ANSWERED: tuple[type[Exception], ...] = (PlateauError, ValidationError, *STORAGE_ERRORS)
+ANSWERED = many_ingest.ANSWERED
 """What the fast path answers itself (through :func:`error_response`); anything else is a bug."""
 
 
@@ -46,11 +46,22 @@ class FastIngest:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        match = _INGEST_PATH.fullmatch(scope["path"]) if scope["type"] == "http" else None
-        run_id = int(match.group(1)) if match is not None else MAX_ID + 1
-        if run_id > MAX_ID or scope["method"] != "POST":  # an id out of range is the route's to refuse
+        if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        if scope["path"] == many_ingest.PATH:
+            await self._serve(scope, receive, send, None)
+            return
+        match = _INGEST_PATH.fullmatch(scope["path"])
+        run_id = int(match.group(1)) if match is not None else MAX_ID + 1
+        if run_id > MAX_ID:  # an id out of range is the route's to refuse
+            await self.app(scope, receive, send)
+            return
+        await self._serve(scope, receive, send, run_id)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, run_id: int | None) -> None:
+        """Read the body, and store it in one worker-thread hop: the batch of run ``run_id``, or (None) the
+        lines of ``POST /api/v1/batches``."""
         body = await read_body(receive, self.max_bytes)
         if body is None:
             return  # the client left
@@ -102,9 +113,12 @@ def _store(
     authenticator: Authenticator,
     authorization: str | None,
     client_host: str | None,
-    run_id: int,
+    run_id: int | None,
     body: bytes,
 ) -> bytes:
     """The route's work, in the worker thread: auth, validation, ingest; the answer's JSON."""
-    check_run(authenticator, authenticator.principal(authorization, client_host), run_id, write=True)
+    principal = authenticator.principal(authorization, client_host)
+    if run_id is None:
+        return many_ingest.store_lines(services, authenticator, principal, body)
+    check_run(authenticator, principal, run_id, write=True)
     return store_batch(services, run_id, parse_batch(body))

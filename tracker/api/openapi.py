@@ -9,6 +9,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
+from plateau_tracker.server.schemas.metrics import RunBatch
+
 BEARER = "bearer"
 
 _ERROR = {
@@ -31,7 +33,8 @@ _ANSWERS: dict[int, str] = {
     404: "The run, project, webhook or key does not exist (another project's run answers the same).",
     409: "The run key belongs to a run of another experiment, or a write conflicted.",
     413: "The body is over the tracker's limit (max_body_bytes), or a batch holds too many points.",
-    415: "A write whose Content-Type is not application/json.",
+    415: "A write whose Content-Type is not application/json (application/x-ndjson on /api/v1/batches).",
+    422: "The body holds no batch, or more than the tracker takes in one request.",
     503: "The storage is unavailable (a full disk, the database down or busy): retry after Retry-After.",
 }
 
@@ -52,6 +55,8 @@ def _answers(path: str, method: str) -> list[int]:
         codes += [413, 415]
     if path.endswith("/runs") and method == "post":
         codes.append(409)
+    if path.endswith("/batches"):  # FastAPI reads no body of the route: its 422 is declared here
+        codes.append(422)
     return codes
 
 
@@ -65,7 +70,12 @@ def describe(app: FastAPI) -> None:
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         components = document.setdefault("components", {})
-        components.setdefault("schemas", {})["Error"] = _ERROR
+        schemas = components.setdefault("schemas", {})
+        schemas["Error"] = _ERROR
+        # The lines of POST /api/v1/batches: NDJSON, which FastAPI does not read into a model itself.
+        line = RunBatch.model_json_schema(ref_template="#/components/schemas/{model}", mode="validation")
+        schemas.update(line.pop("$defs", {}))
+        schemas.setdefault("RunBatch", line)
         components["securitySchemes"] = {
             BEARER: {
                 "type": "http",

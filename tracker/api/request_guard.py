@@ -7,8 +7,9 @@ A web page the user visits can send requests to a tracker on the user's machine.
   (``localhost``, ``127.0.0.1``, ``[::1]``), the address the tracker binds, or a name the operator lists
   in ``PLATEAU_ALLOWED_HOSTS`` answers 400.
 - **Writes take JSON only.** A page can POST ``text/plain`` or a form to any address without asking (a
-  "simple" cross-site request); ``application/json`` needs a CORS preflight, which the tracker never
-  grants. So a POST, PUT or PATCH whose ``Content-Type`` is not JSON answers 415.
+  "simple" cross-site request); ``application/json`` (and ``application/x-ndjson``, JSON a line at a time,
+  which ``POST /api/v1/batches`` takes) needs a CORS preflight, which the tracker never grants. So a POST,
+  PUT or PATCH whose ``Content-Type`` is neither answers 415.
 
 ``Authorization`` is read here too, once: a request with more than one answers 400, so no route can read
 a different one than another.
@@ -41,9 +42,12 @@ def host_of(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+_JSON_TYPES = frozenset({"application/json", "application/x-ndjson"})
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+    return media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 
 class RequestGuard:
@@ -80,7 +84,8 @@ class RequestGuard:
         elif scope["method"] in _WRITES and not _is_json(content_type or ""):
             refusal = (
                 415,
-                f"Content-Type {content_type!r} is not JSON: writes take application/json bodies only",
+                f"Content-Type {content_type!r} is not JSON: writes take application/json bodies only "
+                "(application/x-ndjson on POST /api/v1/batches)",
             )
         if refusal is None:
             await self.app(scope, receive, send)

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from plateau_tracker.server import __version__
+from plateau_tracker.server.api import many_ingest
 from plateau_tracker.server.api.deps import (
     DatabaseDep,
     DelivererDep,
@@ -36,6 +37,7 @@ from plateau_tracker.server.schemas.away_verdicts import AwayComparison, AwayVer
 from plateau_tracker.server.schemas.decisions import DecisionPublic, DecisionsPublic
 from plateau_tracker.server.schemas.distributed_health import DistributedHealthPublic
 from plateau_tracker.server.schemas.metrics import (
+    BatchesAnswer,
     HistoryColumns,
     HistoryPage,
     IngestResult,
@@ -259,6 +261,27 @@ def ingest_metrics(run_id: int, batch: MetricBatch, services: IngestServicesDep)
     :class:`~tracker.api.fast_ingest.FastIngest` ahead of FastAPI, errors included; this route declares the
     endpoint and its body, and answers a run id past what the stores hold.)"""
     return Response(content=store_batch(services, run_id, batch), media_type="application/json")
+
+
+@router.post(
+    many_ingest.PATH.removeprefix("/api/v1"),
+    response_model=BatchesAnswer,
+    tags=["metrics"],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/x-ndjson": {"schema": {"$ref": "#/components/schemas/RunBatch"}}},
+        }
+    },
+)
+async def ingest_batches(request: Request, principal: PrincipalDep, services: IngestServicesDep) -> Response:
+    """Store the batches of many runs: NDJSON, one run's batch per line as its own route takes it, with
+    ``run_id``. Each line is answered on its own, in order; one refused line refuses nothing else.
+    (Served by :class:`~tracker.api.fast_ingest.FastIngest` ahead of FastAPI; this route declares it.)"""
+    body = await request.body()
+    authenticator = request.app.state.authenticator
+    answer = await to_thread.run_sync(many_ingest.store_lines, services, authenticator, principal, body)
+    return Response(content=answer, media_type="application/json")
 
 
 @router.get("/runs/{run_id}/decision", dependencies=[Depends(read_run)], tags=["decisions"])

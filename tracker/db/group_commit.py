@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -60,6 +60,23 @@ class GroupCommit:
         if job.error is not None:
             raise job.error
         return job.result  # type: ignore[return-value]  # set by the job that ran without an error
+
+    def run_all(self, works: Sequence[Callable[[Session], T]]) -> list[T | Exception]:
+        """Each of ``works``' result once the transaction it ran in has committed, else its error, in
+        order: the jobs queue together, so they share transactions (up to ``max_jobs`` each)."""
+        jobs: list[_Job[T]] = [_Job(work) for work in works]
+        self._waiting.extend(jobs)
+        for job in jobs:
+            while not job.done.is_set():
+                with self._leader:
+                    if not job.done.is_set():
+                        self._lead()
+        outcomes: list[T | Exception] = []
+        for job in jobs:
+            if job.error is not None and not isinstance(job.error, Exception):
+                raise job.error
+            outcomes.append(job.error if job.error is not None else job.result)  # type: ignore[arg-type]
+        return outcomes
 
     def _lead(self) -> None:
         jobs = list(self._take())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BeforeValidator, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
@@ -105,6 +105,13 @@ class MetricBatch(Schema):
         return len(self.points or ()) + sum(len(s.steps) for s in self.series or ())
 
 
+class RunBatch(MetricBatch):
+    """One line of ``POST /api/v1/batches``: a run's batch, as the run's own route takes it, with the run's
+    id (a process with many runs sends all their batches in one request)."""
+
+    run_id: int = Field(ge=1, le=2**31 - 1)
+
+
 class IngestResult(Schema):
     """``accepted``: points newly stored; ``duplicates``: points already stored (a replayed batch, or a
     key/rank/step logged before: the first value is kept). ``decision``: the run's latest decision.
@@ -126,6 +133,23 @@ class IngestResult(Schema):
         description="monitored points of this batch at steps already judged: judged only by the rules that "
         "judge a point on its own (non_finite, threshold, divergence); an alert says so the first time",
     )
+
+
+class LineAnswer(Schema):
+    """The answer to one line of ``POST /api/v1/batches``: status 200 with the run's ingest ``answer``, or
+    the status and ``detail`` its own route would have answered (``retry_after``: seconds, with a 503)."""
+
+    run_id: int | None = Field(description="null: the line could not be read")
+    status: int
+    answer: IngestResult | None = None
+    detail: Any = None
+    retry_after: str | None = None
+
+
+class BatchesAnswer(Schema):
+    """The answers to ``POST /api/v1/batches``, one per line, in the lines' order."""
+
+    results: list[LineAnswer]
 
 
 class PointOut(Schema):
@@ -221,7 +245,20 @@ _STEPS_MEMBER = re.compile(rb'"steps"\s*:')
 
 
 def parse_batch(body: bytes) -> MetricBatch:
-    """A batch from the raw body, with pydantic's own JSON parser (several times faster than json.loads
+    """A batch from the raw body: see :func:`parsed`."""
+    return parsed(body, MetricBatch)
+
+
+def parse_run_batch(line: bytes) -> RunBatch:
+    """One line of ``POST /api/v1/batches``: see :func:`parsed`."""
+    return parsed(line, RunBatch)
+
+
+BatchT = TypeVar("BatchT", bound=MetricBatch)
+
+
+def parsed(body: bytes, model: type[BatchT]) -> BatchT:
+    """A ``model`` from the raw body, with pydantic's own JSON parser (several times faster than json.loads
     and validation of the objects). ValidationError otherwise, with ``loc`` naming the field, also for:
 
     - a number literal float64 cannot hold (``1e400`` would become inf, ``1e-400`` 0.0: a different
@@ -241,7 +278,7 @@ def parse_batch(body: bytes) -> MetricBatch:
         if count > MAX_POINT_OBJECTS:
             raise _invalid(("points",), count, _too_many_points(count))
     try:
-        batch = MetricBatch.model_validate_json(body)
+        batch = model.model_validate_json(body)
     except ValidationError as exc:
         if not any(error["type"] == "json_invalid" for error in exc.errors()):
             raise
@@ -249,7 +286,7 @@ def parse_batch(body: bytes) -> MetricBatch:
             loaded = json.loads(body)
         except (ValueError, RecursionError):  # invalid for Python too (deep nesting included)
             raise exc from None
-        batch = MetricBatch.model_validate(loaded)  # names the field, or validates what Python's json read
+        batch = model.model_validate(loaded)  # names the field, or validates what Python's json read
     # Only a batch holding inf or 0.0 can have had such a literal: look at the body only then (the search
     # costs ~250 µs on a 1,000-point body, the values' test a few µs).
     if _holds_inf_or_zero(batch) and _LONG_EXPONENT.search(body) is not None:

@@ -73,6 +73,44 @@ def ingest(
     return outcome
 
 
+def ingest_all(
+    db: Database,
+    keys: KeyCache,
+    batches: list[tuple[int, MetricBatch]],
+    policies: PolicyCache | None = None,
+    latest: LatestDecisions | None = None,
+) -> list[Ingested | Exception]:
+    """:func:`ingest` for each ``(run id, batch)``, in order: what each did, or the error that kept it from
+    being stored (each batch is stored whole or not at all, whatever happens to the others). On SQLite
+    they share transactions and commits, each batch in a savepoint of its own; elsewhere each batch is a
+    transaction of its own, so that no transaction holds the row locks of many runs."""
+    now = time.time()
+
+    def work_of(run_id: int, batch: MetricBatch) -> Callable[[Session], tuple[Ingested, Callable[[], None]]]:
+        return lambda session: _ingest_in(session, db, keys, run_id, batch, policies, latest, now)
+
+    works = [work_of(run_id, batch) for run_id, batch in batches]
+    if db.write_groups is not None:
+        outcomes = db.write_groups.run_all(works)
+    else:
+        outcomes = []
+        for work in works:
+            try:
+                with db.session(write=True) as session:
+                    outcomes.append(work(session))
+            except Exception as exc:  # this batch's alone: the others go on
+                outcomes.append(exc)
+    done: list[Ingested | Exception] = []
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            done.append(outcome)
+            continue
+        ingested, after_commit = outcome
+        after_commit()
+        done.append(ingested)
+    return done
+
+
 def _ingest_in(
     session: Session,
     db: Database,
