@@ -16,6 +16,7 @@ from plateau_tracker._mode import resolve_mode
 from plateau_tracker._offline import OfflineTransport, disabled_chosen, offline_chosen
 from plateau_tracker._policy_check import check_policy
 from plateau_tracker._run import Run
+from plateau_tracker._sender import FLUSH_INTERVAL_S
 from plateau_tracker._spool import Spool, default_spool_dir
 from plateau_tracker._transport import DEFAULT_URL, Transport
 from plateau_tracker._types import Combine, ModeChoice, Reduce
@@ -49,7 +50,7 @@ def init(
     reduce: Reduce = "rank0",
     reduce_timeout_s: float | None = None,
     wait: float = 5.0,
-    flush_interval: float = 0.5,
+    flush_interval: float = FLUSH_INTERVAL_S,
     max_pending: int = 100_000,
     exit_timeout: float = 10.0,
     decision_timeout: float = 5.0,
@@ -100,6 +101,8 @@ def init(
     the training packages installed; ``False`` leaves it out.
     ``system_metrics=S`` samples the process's CPU and memory, the host's, and torch's GPU memory every
     ``S`` seconds in a thread of its own, logged as ``system/...`` at the step the loop logged last.
+    ``flush_interval``: how long logged keys other than ``monitor`` wait at most before they are sent (2
+    seconds; the monitored value goes at once).
     ``decision_timeout``: how long ``should_stop()``/``should_checkpoint()`` wait at most for the verdict
     on the monitored step logged last (see :meth:`Run.should_stop`). ``transport``: send through this
     ``plateau_tracker._transport.Transport`` instead of one made from ``url`` and ``token`` (tests, a proxy's

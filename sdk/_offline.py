@@ -36,5 +36,7 @@ def disabled_chosen() -> bool:
 class OfflineTransport(Transport):
     """A transport that never opens a connection: every call is answered as by a tracker away."""
 
+    carries = False
+
     def _reply(self, method: str, path: str, **_: object) -> Reply:
         raise OfflineByChoiceError("PLATEAU_OFFLINE is set: nothing is sent; `plateau sync` sends the spool")

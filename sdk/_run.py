@@ -19,7 +19,7 @@ from plateau_tracker._decision import Decision
 from plateau_tracker._link import recently_unreachable
 from plateau_tracker._local_judge import AwayVerdicts
 from plateau_tracker._rate import RateWatch
-from plateau_tracker._sender import Sender
+from plateau_tracker._sender import FLUSH_INTERVAL_S, Sender
 from plateau_tracker._spool import UNDELIVERED, Spool, spooled_points
 from plateau_tracker._system import SystemMetrics
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
@@ -47,7 +47,7 @@ class Run:
         create_body: dict[str, Any],
         monitor: str | None,
         rank: int = 0,
-        flush_interval: float = 0.5,
+        flush_interval: float = FLUSH_INTERVAL_S,
         max_pending: int = 100_000,
         exit_timeout: float = 10.0,
         decision_timeout: float = 5.0,

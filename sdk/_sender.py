@@ -42,6 +42,11 @@ keys a loop logs at that step in later calls (``run.log({"val/acc": acc}, step=e
 asks waits no longer than it must. A batch sent as the monitored value is logged would have the tracker
 judge that step with the rate and losses of the step before, which makes the default policy's stops
 markedly worse (HISTORY.md has the replay)."""
+FLUSH_INTERVAL_S = 2.0
+"""How long, at most, logged points other than the monitored metric's wait in memory before they are sent
+(or spooled, with the tracker away): ``init(flush_interval=...)``. The monitored value goes at once, so
+verdicts never wait for it; the rest (training losses, rates, system figures) rides in fewer, larger
+batches, which is what lets one tracker serve a fleet. A kill loses at most this much of them."""
 # A run whose loop logs nothing for this long (an epoch of an hour, a long evaluation) tells the tracker it
 # is alive, so the tracker's heartbeat time (5 minutes by default) does not mark it crashed.
 HEARTBEAT_S = 60.0
@@ -62,7 +67,7 @@ class Sender:
         spool: Spool | None = None,
         max_pending: int = 100_000,
         batch_points: int = 2_000,
-        flush_interval: float = 0.5,
+        flush_interval: float = FLUSH_INTERVAL_S,
         max_backoff: float = 30.0,
     ) -> None:
         self._transport = transport
@@ -274,7 +279,9 @@ class Sender:
 
     def _loop(self) -> None:
         while not self._abandon.is_set():
-            self._wake.wait(self._flush_interval)
+            # Woken by the loop's monitored values; else once a flush interval, and in time to say it
+            # is alive when nothing is logged.
+            self._wake.wait(min(self._flush_interval, HEARTBEAT_S))
             self._wake.clear()
             if self._held_step is not None:  # a monitored value: wait for the rest of its step
                 self._step_done.wait(STEP_HOLD_S)

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from plateau_tracker._carrier import Carrier, Together, UnsupportedError, carrier_for
 from plateau_tracker._decision import Answer, Decision
 from plateau_tracker._http import HttpClient, Reply, TransportErrors
 from plateau_tracker._numbers import number
@@ -24,6 +25,8 @@ DEFAULT_URL = "http://127.0.0.1:8765"
 
 # Every request with a body sends JSON (the series batches included).
 _JSON = {"content-type": "application/json"}
+# Many runs' batches, a line each (POST /api/v1/batches).
+_NDJSON = {"content-type": "application/x-ndjson"}
 _T = TypeVar("_T")
 
 
@@ -72,6 +75,25 @@ def _parsed_detail(reply: Reply) -> Any:
         return None
 
 
+def _encoded(body: dict[str, Any]) -> bytes:
+    # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully; anything else
+    # not JSON-able is sent as its str().
+    return json.dumps(body, separators=(",", ":"), default=str).encode()
+
+
+def _refusal(
+    request: str, status: int, text: str, detail: Any, retry_after: str | None
+) -> RetryableError | RejectedError:
+    """The error an answer of ``status`` to ``request`` (``POST /api/v1/...``) is: "come back later" (with
+    the ``Retry-After`` it gave), or a refusal with its ``detail`` (``text``: as a message shows it)."""
+    if status in RETRYABLE_STATUSES:
+        return RetryableError(
+            f"HTTP {status} from {request}", retry_after=parse_retry_after(retry_after), status=status
+        )
+    refused = NotFoundError if status == 404 else RejectedError
+    return refused(f"HTTP {status} from {request}: {text}", status, detail=detail)
+
+
 def _detail(reply: Reply) -> str:
     detail = _parsed_detail(reply)
     if detail is None:
@@ -80,10 +102,15 @@ def _detail(reply: Reply) -> str:
 
 
 class Transport:
-    """The tracker's API v1 as the SDK uses it. Thread-safe."""
+    """The tracker's API v1 as the SDK uses it. Thread-safe. The batches of the runs of one process bound
+    for one tracker share requests when they meet (:mod:`plateau_tracker._carrier`)."""
+
+    carries = True
+    """Whether metric batches go through the process's carrier (False: each on its run's route)."""
 
     def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
         self.url = url.rstrip("/")
+        self._timeout, self._token = timeout, token
         headers = {"user-agent": "plateau-sdk", "accept": "application/json"}
         if token:
             headers["authorization"] = f"Bearer {token}"
@@ -124,6 +151,7 @@ class Transport:
         body: bytes | None = None,
         params: dict[str, Any] | None = None,
         timeout: float | None = None,
+        media: dict[str, str] = _JSON,
     ) -> Reply:
         """The tracker's successful reply, or the error that says why there is none."""
         try:
@@ -131,24 +159,19 @@ class Transport:
                 method,
                 path,
                 body=body,
-                headers=_JSON if body is not None else None,
+                headers=media if body is not None else None,
                 params=params,
                 timeout=timeout,
             )
         except TransportErrors as exc:  # connection refused, reset, timeouts, TLS, broken HTTP
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
-        if reply.status in RETRYABLE_STATUSES:
-            raise RetryableError(
-                f"HTTP {reply.status} from {method} {path}",
-                retry_after=parse_retry_after(reply.headers.get("retry-after")),
-                status=reply.status,
-            )
         if reply.status >= 400:
-            refused = NotFoundError if reply.status == 404 else RejectedError
-            raise refused(
-                f"HTTP {reply.status} from {method} {path}: {_detail(reply)}",
+            raise _refusal(
+                f"{method} {path}",
                 reply.status,
-                detail=_parsed_detail(reply),
+                _detail(reply),
+                _parsed_detail(reply),
+                reply.headers.get("retry-after"),
             )
         return reply
 
@@ -177,13 +200,52 @@ class Transport:
         return self._send_batch(run_id, {"batch_id": batch_id, "series": series})
 
     def _send_batch(self, run_id: int, body: dict[str, Any]) -> Answer:
-        return Answer.from_json(self._send_json("POST", f"/api/v1/runs/{run_id}/metrics", body))
+        path, content = f"/api/v1/runs/{run_id}/metrics", _encoded(body)
+        if not self.carries:
+            return Answer.from_json(self._request("POST", path, body=content))
+        answer = self.carrier().carry(run_id, content, lambda: self._request("POST", path, body=content))
+        return Answer.from_json(answer)
+
+    def carrier(self) -> Carrier:
+        """The process's carrier of batches to this tracker with this token."""
+        return carrier_for((type(self), self.url, self._token, self._timeout), self._carrying)
+
+    def _carrying(self) -> Together:
+        """What a carrier of this tracker's batches posts with: a client of its own, which outlives the
+        runs (each closes its transport when it ends)."""
+        carrying = type(self)(self.url, timeout=self._timeout, token=self._token)
+        return lambda lines: carrying.send_lines(lines)
+
+    def send_lines(self, lines: bytes) -> list[Any]:
+        """Post many runs' batches together (``POST /api/v1/batches``): lines of JSON, each a run's batch
+        with its ``run_id``. Per line, in order: the run's answer, or the error its own route would have
+        raised. :class:`~plateau_tracker._carrier.UnsupportedError`: the tracker cannot take the request."""
+        path = "/api/v1/batches"
+        try:
+            reply = self._naming_url(self._reply, "POST", path, body=lines, media=_NDJSON)
+        except RejectedError as exc:  # a tracker without the route (404, 405), or the request refused whole
+            raise UnsupportedError(str(exc), lasting=exc.status in (404, 405)) from exc
+        try:
+            results = json.loads(reply.body)["results"]
+            if not isinstance(results, list) or len(results) != lines.count(b"\n"):
+                raise ValueError(f"{len(results)} answers")
+            outcomes: list[Any] = []
+            for item in results:
+                status = int(item["status"])
+                if status == 200:
+                    outcomes.append(item["answer"])
+                    continue
+                detail = item.get("detail")
+                where = f"POST /api/v1/runs/{item.get('run_id')}/metrics"
+                refusal = _refusal(where, status, json.dumps(detail)[:500], detail, item.get("retry_after"))
+                refusal.url = self.url
+                outcomes.append(refusal)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RetryableError(f"unreadable answer from POST {path}: {exc}") from exc
+        return outcomes
 
     def _send_json(self, method: str, path: str, body: dict[str, Any], timeout: float | None = None) -> Any:
-        # Python's json writes NaN and Infinity literals, which the tracker reads back faithfully; anything
-        # else not JSON-able is sent as its str().
-        content = json.dumps(body, separators=(",", ":"), default=str).encode()
-        return self._request(method, path, body=content, timeout=timeout)
+        return self._request(method, path, body=_encoded(body), timeout=timeout)
 
     def get_decision(self, run_id: int, *, step: int | None = None, wait: float = 0.0) -> Decision:
         params: dict[str, Any] = {"wait": round(max(0.0, wait), 3)}

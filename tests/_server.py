@@ -35,13 +35,16 @@ class TrackerProcess:
         env: dict[str, str] | None = None,
         max_files: int | None = None,
         preexec: Callable[[], None] | None = None,
+        python: str | None = None,
     ) -> None:
+        """``python``: the interpreter to serve with (another install of Plateau, for a benchmark's
+        baseline); this one's when None."""
         self.home, self.workers = home, workers
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = home / f"tracker-{self.port}.log"
         command = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "plateau_tracker",
             "serve",

@@ -22,12 +22,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from plateau_tracker._sender import FLUSH_INTERVAL_S
 from tests._server import TrackerProcess, free_port
 
 # End to end: real processes, real training or real failures; kept out of the quick subset.
 pytestmark = pytest.mark.slow
 
-SAFE_S = 0.5  # the SDK's flush interval: what was logged longer ago than this must survive a kill
+SAFE_S = FLUSH_INTERVAL_S  # what was logged longer ago than the flush interval must survive a kill
 
 
 class SlowProxy:
@@ -77,10 +78,12 @@ def _progress(path: Path) -> list[tuple[int, float]]:
 
 
 def _wait_steps(path: Path, steps: int, timeout: float = 60.0) -> None:
+    """Until the trainer has logged ``steps`` steps, and for longer than the flush interval (so that some of
+    what it logged must have been sent or spooled)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         rows = _progress(path)
-        if rows and rows[-1][0] >= steps:
+        if rows and rows[-1][0] >= steps and time.monotonic() - rows[0][1] > SAFE_S + 0.5:
             return
         time.sleep(0.05)
     raise AssertionError(f"the trainer did not reach step {steps}")

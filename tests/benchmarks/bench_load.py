@@ -53,7 +53,7 @@ DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 STEPS_PER_S = 10
 
 
-def _tree_cpu_seconds(pid: int) -> float:
+def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of ``pid`` and every live descendant (uvicorn's workers), from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
@@ -188,7 +188,7 @@ def _target(
         probe = threading.Thread(
             target=_cross_replica_probe, args=(urls[0], urls[1], probe_stop, probe_latencies), daemon=True
         )
-    cpu_before = sum(_tree_cpu_seconds(server.process.pid) for server in servers)
+    cpu_before = sum(tree_cpu_seconds(server.process.pid) for server in servers)
     stored_before = sum(_stored_points(database_url).values())
     batches_before = _batches(database_url)
     started = time.monotonic()
@@ -199,7 +199,7 @@ def _target(
     probe_stop.set()
     if probe is not None:
         probe.join(timeout=60)
-    cpu = sum(_tree_cpu_seconds(server.process.pid) for server in servers) - cpu_before
+    cpu = sum(tree_cpu_seconds(server.process.pid) for server in servers) - cpu_before
     stored = _stored_points(database_url)
     logged = {run_id: points for trainer in seen for run_id, points in trainer["runs"].items()}
     # What waits in the spool for `plateau sync`, read from the disk (the SDK's counters aside).

@@ -4,13 +4,14 @@ SQLite takes one writer at a time, so concurrent ingest batches already run one 
 pays on its own is the transaction around its work: ``BEGIN IMMEDIATE``, the commit (the WAL's write) and
 the session's set-up, about a fifth of a small batch's cost. Here the first caller to find the writer free
 becomes the leader: it takes every job waiting (its own and those that queued behind it, up to
-``max_jobs``), runs each in its own savepoint of one transaction, commits once, and wakes their callers.
+``max_jobs``), runs them in one transaction, commits once, and wakes their callers.
 
-Each job keeps the semantics of a transaction of its own: one that raises is rolled back to its savepoint
-(its writes undone, the others' kept) and its caller gets the error; an integrity error becomes
-:class:`~tracker.errors.ConflictError`, as in :meth:`Database.session`. Nothing is answered before the
-commit, so a crash loses only batches that no caller was told were stored (their senders send them again).
-If the commit itself fails, every job of the group gets that error.
+Each job keeps the semantics of a transaction of its own. When one raises (or the commit fails), nothing of
+the group is stored and the group runs again with each job in its own savepoint: one that raises is rolled
+back to its savepoint (its writes undone, the others' kept) and its caller gets the error; an integrity
+error becomes :class:`~tracker.errors.ConflictError`, as in :meth:`Database.session`. Nothing is answered
+before the commit, so a crash loses only batches that no caller was told were stored (their senders send
+them again). If the commit itself fails, every job of the group gets that error.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class GroupCommit:
     def _lead(self) -> None:
         jobs = list(self._take())
         try:
+            if len(jobs) > 1 and self._all_at_once(jobs):
+                return
             with self._session(write=True) as session:
                 if len(jobs) == 1:  # alone: its own transaction, as without grouping (no savepoint to pay)
                     jobs[0].result = jobs[0].work(session)
@@ -96,6 +99,19 @@ class GroupCommit:
         finally:
             for job in jobs:
                 job.done.set()
+
+    def _all_at_once(self, jobs: list[_Job[Any]]) -> bool:
+        """Run the jobs in one transaction without savepoints (a savepoint per job cost more than the
+        commits it saves); False, with nothing stored, when one of them or the commit failed: they are
+        then run again, each in a savepoint, so that the failure is that job's alone."""
+        try:
+            with self._session(write=True) as session:
+                results = [job.work(session) for job in jobs]
+        except Exception:
+            return False
+        for job, result in zip(jobs, results, strict=True):
+            job.result = result
+        return True
 
     def _take(self) -> Iterator[_Job[Any]]:
         for _ in range(self._max_jobs):

@@ -22,22 +22,22 @@ class KeyCache:
         self._lock = threading.Lock()
 
     def resolve(self, session: Session, names: Iterable[str]) -> tuple[dict[str, int], dict[str, int]]:
-        """Ids for ``names``, creating missing keys. Returns (all ids, ids not yet committed)."""
+        """Ids for ``names``, creating missing keys. Returns (all ids, ids to remember once the transaction
+        has committed): an id read in a transaction may be one an earlier batch of the same transaction
+        inserted (a group commit), which a rollback would undo."""
         wanted = set(names)
         found = {name: self._ids[name] for name in wanted if name in self._ids}
         missing = wanted - found.keys()
         if not missing:
             return found, {}
         stored = self._lookup(session, missing)
-        self.remember(stored)
         found.update(stored)
         missing -= stored.keys()
-        if not missing:
-            return found, {}
-        session.execute(insert_ignore(session, MetricKey), [{"name": name} for name in sorted(missing)])
-        created = self._lookup(session, missing)
-        found.update(created)
-        return found, created
+        if missing:
+            session.execute(insert_ignore(session, MetricKey), [{"name": name} for name in sorted(missing)])
+            stored.update(self._lookup(session, missing))
+            found.update(stored)
+        return found, stored
 
     @staticmethod
     def _lookup(session: Session, names: set[str]) -> dict[str, int]:
