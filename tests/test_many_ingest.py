@@ -4,6 +4,7 @@ against the shared tracker (a real uvicorn server; PostgreSQL with PLATEAU_TEST_
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import httpx
@@ -96,3 +97,24 @@ def test_the_openapi_document_declares_the_lines(client: httpx.Client) -> None:
     assert operation["requestBody"]["content"]["application/x-ndjson"]["schema"]["$ref"].endswith("/RunBatch")
     line = document["components"]["schemas"]["RunBatch"]
     assert {"run_id", "batch_id", "series", "points"} <= set(line["properties"])
+
+
+def test_a_key_first_seen_in_a_request_that_a_refused_line_rolled_back_still_stores(
+    client: httpx.Client,
+) -> None:
+    """The lines of a request share one transaction, run again a savepoint each when one of them fails:
+    a key the first attempt created (and a later line read) must not be taken for stored."""
+    run = create_run(client, _POLICY)
+    key = f"fresh/{uuid.uuid4().hex[:8]}"
+    first = _post(
+        client,
+        [
+            _line(run["id"], "k1", key, [0], [1.0]),
+            _line(run["id"], "k2", key, [1], [2.0]),
+            _line(2**31 - 2, "gone", "loss", [0], [1.0]),
+        ],
+    ).json()["results"]
+    assert [r["status"] for r in first] == [200, 200, 404]
+    again = _post(client, [_line(run["id"], "k3", key, [2], [3.0])]).json()["results"]
+    assert [r["status"] for r in again] == [200]
+    assert _history(client, run["id"], key) == [(0, 1.0), (1, 2.0), (2, 3.0)]
