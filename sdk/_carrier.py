@@ -3,10 +3,11 @@
 A process with many live runs (a sweep driver running trials in threads, several ranks on one host) has a
 sender thread per run, and each would post a request of its own per flush: the tracker pays for HTTP, a
 thread hop and a transaction per request, whatever the request holds. Here the senders of runs bound for
-one tracker (one URL and token) take turns: one request is in flight at a time, and the batches queued
-meanwhile go together in the next, as lines of ``POST /api/v1/batches``. A batch alone goes to its run's
-own route, so a process with one run sends exactly what it would without carrying. There is no thread of
-its own: the first sender to find the way free posts for everyone queued (as a group commit does).
+one tracker (one URL and token) take turns: a few requests are in flight at a time (:data:`IN_FLIGHT`),
+and the batches queued meanwhile go together in the next, as lines of ``POST /api/v1/batches``. A batch
+alone goes to its run's own route, so a process with one run sends exactly what it would without
+carrying. There is no thread of its own: a sender that finds a turn free posts for everyone queued (as a
+group commit does).
 
 Each batch gets its own answer. The tracker refusing one line (a 422 naming its points, a 404) is that
 sender's alone; the request failing (the tracker away, overloaded) fails every batch it held, each sender
@@ -23,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+IN_FLIGHT = 4
+"""Requests of one carrier in flight at once: enough to keep several tracker workers (or replicas behind a
+balancer) busy, few enough that batches meet when the tracker is loaded."""
 MAX_BATCHES = 256
 """Batches one request carries at most (the tracker takes 1,000)."""
 MAX_BYTES = 8 * 1024 * 1024
@@ -59,7 +63,7 @@ class Carrier:
     def __init__(self, together: Together) -> None:
         self._together = together
         self._waiting: deque[_Parcel] = deque()
-        self._turn = threading.Lock()
+        self._turns = threading.BoundedSemaphore(IN_FLIGHT)
         self.supported = True
 
     def carry(self, run_id: int, body: bytes, alone: Alone) -> Any:
@@ -67,7 +71,7 @@ class Carrier:
         parcel = _Parcel(b'{"run_id":%d,%s' % (run_id, body[1:]), alone)
         self._waiting.append(parcel)
         while not parcel.done.is_set():
-            with self._turn:
+            with self._turns:
                 if not parcel.done.is_set():
                     self._send(list(self._take()))
         if parcel.error is not None:

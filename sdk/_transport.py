@@ -5,6 +5,7 @@ Infinity decoded in one place (``plateau_tracker._numbers``). Public as :mod:`pl
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -214,6 +215,7 @@ class Transport:
         """What a carrier of this tracker's batches posts with: a client of its own, which outlives the
         runs (each closes its transport when it ends)."""
         carrying = type(self)(self.url, timeout=self._timeout, token=self._token)
+        atexit.register(carrying.close)
         return lambda lines: carrying.send_lines(lines)
 
     def send_lines(self, lines: bytes) -> list[Any]:

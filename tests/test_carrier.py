@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import plateau_tracker as plateau
+from plateau_tracker._carrier import IN_FLIGHT
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
 from tests._server import TrackerProcess, free_port
 
@@ -47,15 +48,19 @@ def _meeting(transport: Transport, calls: list[Callable[[], Any]]) -> list[Any]:
             outcomes[index] = exc
 
     threads = [threading.Thread(target=call, args=(index,)) for index in range(len(calls))]
-    with carrier._turn:
-        for thread in threads:
-            thread.start()
-        deadline = time.monotonic() + 30
-        while len(carrier._waiting) < len(calls):
-            assert time.monotonic() < deadline, "the batches never queued"
-            time.sleep(0.01)
+    for _ in range(IN_FLIGHT):  # every request's turn taken, as by requests in flight
+        carrier._turns.acquire()
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(carrier._waiting) < len(calls):
+        assert time.monotonic() < deadline, "the batches never queued"
+        time.sleep(0.01)
+    carrier._turns.release()  # one turn: the first to take it carries every batch queued
     for thread in threads:
         thread.join(30)
+    for _ in range(IN_FLIGHT - 1):
+        carrier._turns.release()
     return outcomes
 
 

@@ -169,12 +169,16 @@ def test_a_batch_rolled_back_in_a_group_leaves_nothing_of_its_judging_to_the_nex
         points = [{"key": "val", "step": s, "value": 1.0 / (s + 1)} for s in steps]
         return MetricBatch.model_validate({"batch_id": batch_id, "points": points})
 
+    alone = (None, None, None)  # no caches: the policy parsed, the decision and the run read each batch
+
     def judged_then_failed(session):
-        ingest._ingest_in(session, database, keys, run_id, batch("a", range(0, 6)), None, None, now)
+        ingest._ingest_in(session, database, keys, run_id, batch("a", range(0, 6)), alone, now)
         raise ValueError("failed after judging")
 
     def judged(session):
-        return ingest._ingest_in(session, database, keys, run_id, batch("b", range(0, 2)), None, None, now)
+        return ingest._ingest_in(
+            session, database, keys, run_id, batch("b", range(0, 2)), (None, None, None), now
+        )
 
     outcomes = _group_behind_a_held_leader(database, [judged_then_failed, judged])
     assert isinstance(outcomes[0], ValueError)

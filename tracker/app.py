@@ -27,6 +27,7 @@ from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
 from plateau_tracker.server.services.notify import RunNotifier
 from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.run_memory import RunMemories
 from plateau_tracker.server.services.wakeups import Listener
 from plateau_tracker.server.services.webhook_targets import Allowed
 
@@ -46,7 +47,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         deliverer = Deliverer(database, _delivery_policy(settings))
         app.state.deliverer = deliverer
         app.state.ingest_services = IngestServices(
-            database, app.state.keys, app.state.notifier, deliverer, PolicyCache(), LatestDecisions()
+            database,
+            app.state.keys,
+            app.state.notifier,
+            deliverer,
+            PolicyCache(),
+            LatestDecisions(),
+            RunMemories(),
         )
         deliverer.start()  # also delivers what a previous process committed but never sent
         listener = None

@@ -64,6 +64,8 @@ class _Cadence:
 @dataclass
 class _Seen:
     latencies: list[float] = field(default_factory=list)
+    stopped_at: list[float] = field(default_factory=list)  # seconds into the benchmark, per latency
+    started: float = field(default_factory=time.perf_counter)
     stops: dict[str, int] = field(default_factory=dict)
     runs: dict[int, int] = field(default_factory=dict)  # run id -> points logged
     steps: int = 0
@@ -117,6 +119,7 @@ def _drive(
                     answered = time.perf_counter()
                     with seen.lock:
                         seen.latencies.append(answered - logged_at.get(decided.step, answered))
+                        seen.stopped_at.append(answered - seen.started)
                         seen.stops[decided.rule or "?"] = seen.stops.get(decided.rule or "?", 0) + 1
                     break
             step += 1
@@ -168,6 +171,7 @@ def main(argv: list[str]) -> None:
         json.dumps(
             {
                 "latencies": seen.latencies,
+                "stopped_at": seen.stopped_at,
                 "stops": seen.stops,
                 "runs": seen.runs,
                 "steps": seen.steps,

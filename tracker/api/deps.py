@@ -23,6 +23,7 @@ from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
 from plateau_tracker.server.services.notify import RunNotifier
 from plateau_tracker.server.services.policies import PolicyCache
+from plateau_tracker.server.services.run_memory import RunMemories
 from plateau_tracker.server.services.wakeups import Listener
 
 
@@ -98,6 +99,7 @@ class IngestServices:
     deliverer: Deliverer
     policies: PolicyCache
     latest: LatestDecisions
+    memories: RunMemories
 
 
 async def _ingest_services(request: Request) -> IngestServices:

@@ -99,7 +99,13 @@ def store_batch(services: IngestServices, run_id: int, batch: MetricBatch) -> by
     """Ingest ``batch``, wake the run's long-polls and the webhook sender as needed; the answer's JSON
     (written by pydantic in one step, not validated and encoded again by FastAPI)."""
     outcome = ingest.ingest(
-        services.database, services.keys, run_id, batch, services.policies, services.latest
+        services.database,
+        services.keys,
+        run_id,
+        batch,
+        services.policies,
+        services.latest,
+        services.memories,
     )
     if outcome.result.accepted:
         services.notifier.notify(run_id)

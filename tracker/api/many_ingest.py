@@ -60,7 +60,9 @@ def store_lines(
             continue
         taken.append((run_id, batch))
         places.append(place)
-    outcomes = ingest.ingest_all(services.database, services.keys, taken, services.policies, services.latest)
+    outcomes = ingest.ingest_all(
+        services.database, services.keys, taken, services.policies, services.latest, services.memories
+    )
     deliveries = 0
     for place, (run_id, _), outcome in zip(places, taken, outcomes, strict=True):
         if isinstance(outcome, Exception):

@@ -85,6 +85,10 @@ class Run(Base):
     judged_step: Mapped[int] = mapped_column(BigInteger)
     # Sequence number of the newest decision; 0 before the first.
     decision_seq: Mapped[int] = mapped_column(Integer)
+    # Batches applied to the run: a worker's memory of the run (tracker/services/run_memory.py) is the
+    # database's while this is the count it remembers. Whatever writes a run's points or rule states adds
+    # one (ingest does, in the statement that writes the run's progress).
+    write_seq: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     # Step at which the policy decided to stop; NULL while it has not. Once set, rules are no longer run.
     stop_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # The rule behind that stop (cross-run rules mark the run as pruned for its cohort).

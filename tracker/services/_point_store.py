@@ -35,6 +35,8 @@ from plateau_tracker.server.services.block_format import (
 
 # The points of a batch, per series: (key_id, rank) -> step -> (value, wall_time).
 SeriesPoints = Mapping[tuple[int, int], dict[int, tuple[float, float]]]
+Tails = dict[tuple[int, int], tuple[int, StoredSummary]]
+"""Per series (key_id, rank): its last stored block, with that block's summary and last step."""
 
 _BLOCK_COLUMNS = ("run_id", "key_id", "rank", "block", *SUMMARY_COLUMNS, "last_step")
 _DATA_COLUMNS = ("step_data", "value_data", "wall_data")
@@ -72,12 +74,14 @@ _SERIES_PER_READ = 100
 # --- writing ----------------------------------------------------------------------------------------
 
 
-def store(session: Session, run_id: int, series: SeriesPoints) -> None:
+def store(session: Session, run_id: int, series: SeriesPoints, tails: Tails | None = None) -> None:
     """Store a batch's points for the run, whose lock the caller holds.
 
     Against the store the first value of a step wins: the steps held already are deleted from
     ``series``' own dicts, so afterwards it holds exactly the points that were new. Series left empty stay
-    in ``series`` (empty).
+    in ``series`` (empty). ``tails``: the last stored block of the run's series as far as the caller knows
+    them (it keeps them between batches: :mod:`tracker.services.run_memory`); a batch that extends a known
+    series reads nothing back, and the tails are brought up to date.
     """
     wanted: dict[tuple[int, int, int], list[int]] = {}
     spans: dict[tuple[int, int], tuple[int, int]] = {}  # per series, its first and last block
@@ -97,8 +101,9 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
         return
     connection = session.connection()
     dialect = connection.dialect.name
-    stored = _stored_summaries(connection, dialect, run_id, spans)
+    stored = _known_summaries(connection, dialect, run_id, spans, tails)
     appended, replaced, between = [], [], []
+    written: dict[tuple[int, int, int], StoredSummary] = {}
     for (key_id, rank, block), steps in wanted.items():
         points = series[(key_id, rank)]
         held = stored.get((key_id, rank, block))
@@ -109,8 +114,11 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
             merged = new if held is None else combine(held.summary, new)
             data = (pack("q", steps), pack("d", values), pack("d", walls))
             appended.append((run_id, key_id, rank, block, *merged, steps[-1], *data))
+            written[(key_id, rank, block)] = StoredSummary(Summary(*merged), steps[-1])
             continue
         between.append(((key_id, rank, block), steps, held))
+    if tails is not None:
+        _move_tails(tails, spans, stored, written, {(key_id, rank) for (key_id, rank, _), _, _ in between})
     if between:
         # Steps at or before a block's last (batches arriving out of order): some may be stored already,
         # the rest go in between. One read for all such blocks.
@@ -129,6 +137,58 @@ def store(session: Session, run_id: int, series: SeriesPoints) -> None:
         connection.exec_driver_sql(_APPEND[dialect], appended)
     if replaced:
         connection.exec_driver_sql(_REPLACE[dialect], replaced)
+
+
+_LAST_BLOCK = 2**62 // BLOCK_STEPS  # past every block: a read "to the series' end"
+
+
+def _known_summaries(
+    connection: Any,
+    dialect: str,
+    run_id: int,
+    spans: Mapping[tuple[int, int], tuple[int, int]],
+    tails: Tails | None,
+) -> dict[tuple[int, int, int], StoredSummary]:
+    """The stored summaries of the blocks the batch writes, by (key_id, rank, block): a series whose known
+    tail is at or before its first block needs no read (its tail block, if the batch writes it, is known,
+    and nothing is stored after it); the others are read, to the series' end when ``tails`` are kept (so
+    that the series' last block is known afterwards)."""
+    known: dict[tuple[int, int, int], StoredSummary] = {}
+    unknown: dict[tuple[int, int], tuple[int, int]] = {}
+    for (key_id, rank), (low, high) in spans.items():
+        tail = tails.get((key_id, rank)) if tails is not None else None
+        if tail is not None and low >= tail[0]:
+            if low == tail[0]:
+                known[(key_id, rank, low)] = tail[1]
+            continue
+        unknown[(key_id, rank)] = (low, high if tails is None else _LAST_BLOCK)
+    if unknown:
+        known.update(_stored_summaries(connection, dialect, run_id, unknown))
+    return known
+
+
+def _move_tails(
+    tails: Tails,
+    spans: Mapping[tuple[int, int], tuple[int, int]],
+    known: Mapping[tuple[int, int, int], StoredSummary],
+    written: Mapping[tuple[int, int, int], StoredSummary],
+    rewritten: set[tuple[int, int]],
+) -> None:
+    """Each series' last block after the batch: the highest of its tail, the blocks read and the blocks
+    the batch appended to. A series the batch wrote inside stored blocks is forgotten (read next time)."""
+    last: dict[tuple[int, int], tuple[int, StoredSummary]] = {}
+    for source in (known, written):  # written after known: a block the batch extended has its new summary
+        for (key_id, rank, block), summary in source.items():
+            held = last.get((key_id, rank))
+            if held is None or block >= held[0]:
+                last[(key_id, rank)] = (block, summary)
+    for pair in spans:
+        tail = tails.get(pair)
+        found = last.get(pair)
+        if pair in rewritten or found is None:
+            tails.pop(pair, None)
+        elif tail is None or found[0] >= tail[0]:
+            tails[pair] = found
 
 
 def _read_arms(

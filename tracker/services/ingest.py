@@ -25,6 +25,7 @@ from plateau_tracker.server.services.judging import NewPoints, judge
 from plateau_tracker.server.services.keys import KeyCache
 from plateau_tracker.server.services.latest_decisions import LatestDecisions
 from plateau_tracker.server.services.policies import PolicyCache, run_identity
+from plateau_tracker.server.services.run_memory import RunMemories, RunMemory
 from plateau_tracker.server.services.run_rows import get_run_row
 
 _log = logging.getLogger("plateau.tracker")
@@ -49,6 +50,7 @@ def ingest(
     batch: MetricBatch,
     policies: PolicyCache | None = None,
     latest: LatestDecisions | None = None,
+    memories: RunMemories | None = None,
 ) -> Ingested:
     """Store ``batch`` for the run and judge the monitored metric's new steps. ``policies``: the app's
     parsed policies (without it, the run's policy is parsed for this batch); ``latest``: the app's latest
@@ -62,7 +64,7 @@ def ingest(
     now = time.time()
 
     def work(session: Session) -> tuple[Ingested, Callable[[], None]]:
-        return _ingest_in(session, db, keys, run_id, batch, policies, latest, now)
+        return _ingest_in(session, db, keys, run_id, batch, (policies, latest, memories), now)
 
     if db.write_groups is not None:
         outcome, after_commit = db.write_groups.run(work)
@@ -79,6 +81,7 @@ def ingest_all(
     batches: list[tuple[int, MetricBatch]],
     policies: PolicyCache | None = None,
     latest: LatestDecisions | None = None,
+    memories: RunMemories | None = None,
 ) -> list[Ingested | Exception]:
     """:func:`ingest` for each ``(run id, batch)``, in order: what each did, or the error that kept it from
     being stored (each batch is stored whole or not at all, whatever happens to the others). On SQLite
@@ -87,7 +90,7 @@ def ingest_all(
     now = time.time()
 
     def work_of(run_id: int, batch: MetricBatch) -> Callable[[Session], tuple[Ingested, Callable[[], None]]]:
-        return lambda session: _ingest_in(session, db, keys, run_id, batch, policies, latest, now)
+        return lambda session: _ingest_in(session, db, keys, run_id, batch, (policies, latest, memories), now)
 
     works = [work_of(run_id, batch) for run_id, batch in batches]
     if db.write_groups is not None:
@@ -117,8 +120,7 @@ def _ingest_in(
     keys: KeyCache,
     run_id: int,
     batch: MetricBatch,
-    policies: PolicyCache | None,
-    latest: LatestDecisions | None,
+    caches: tuple[PolicyCache | None, LatestDecisions | None, RunMemories | None],
     now: float,
 ) -> tuple[Ingested, Callable[[], None]]:
     """:func:`ingest`'s transaction: what it answers, and what is done once it has committed (the new keys
@@ -132,20 +134,23 @@ def _ingest_in(
     )
     if session.execute(_SEEN, {"run_id": run_id, "batch_id": batch.batch_id}).first() is not None:
         return Ingested(_replayed(session, run, batch), 0), _nothing
+    policies, latest, memories = caches
+    memory = memories.take(run) if memories is not None else None
     revive(session, run)
     gathered = _gather(batch, now, as_utc(run.started_at).timestamp() - CLOCK_SKEW_S)
     key_ids, created_keys = keys.resolve(session, {key for key, _ in gathered})
-    fresh = _store_new_points(session, run_id, key_ids, gathered)
+    fresh = _store_new_points(session, run_id, key_ids, gathered, memory)
     rung_view.record(session, run, fresh)
     accepted = sum(len(points) for points in fresh.values())
     # "is not None": the cache has a length, and an empty one is falsy; it would never fill.
     policy = None if run.policy is None else (policies.of(run) if policies is not None else _parse(run))
     stopped_before = run.stop_step
-    judged = judge(session, run, policy, key_ids, fresh, now)
+    judged = judge(session, run, policy, key_ids, fresh, now, memory)
     if run.status != "running" and (accepted or run.stop_step != stopped_before):
         # Points or a stop after the run finished change what its cohort compares with.
         cohort_view.refresh(session, run)
     duplicates = batch.size() - accepted
+    run.write_seq += 1  # written with the run's progress
     _note_batch(session, db, run, batch.batch_id, (accepted, duplicates), now, judged.deliveries > 0)
     if judged.deliveries:
         session.flush()  # the webhook deliveries the rules queued (autoflush is off)
@@ -159,10 +164,12 @@ def _ingest_in(
         late_points=judged.late_points,
     )
     experiment_id, unviewed = run.experiment_id, judged.unviewed_rungs
-    decision_seq, identity = run.decision_seq, run_identity(run)
+    decision_seq, identity, write_seq = run.decision_seq, run_identity(run), run.write_seq
 
     def after_commit() -> None:
         keys.remember(created_keys)
+        if memories is not None and memory is not None:
+            memories.keep(identity, write_seq, memory)
         if latest is not None and to_remember is not None:
             latest.remember(identity, decision_seq, to_remember.decision)
         _build_rung_views(db, experiment_id, unviewed)
@@ -291,7 +298,7 @@ _RECORD = insert(_batches).values(
     created_at=bindparam("moment"),
 )
 # What judging changes on the run's row (tracker/services/judging.py), written with the heartbeat.
-_PROGRESS_COLUMNS = ("judged_step", "stop_step", "stop_rule", "decision_seq")
+_PROGRESS_COLUMNS = ("judged_step", "stop_step", "stop_rule", "decision_seq", "write_seq")
 _PROGRESS = (
     update(_run)
     .where(_run.c.id == bindparam("run_id"))
@@ -346,12 +353,12 @@ def _gather(batch: MetricBatch, now: float, earliest: float) -> BatchPoints:
 
 
 def _store_new_points(
-    session: Session, run_id: int, key_ids: dict[str, int], gathered: BatchPoints
+    session: Session, run_id: int, key_ids: dict[str, int], gathered: BatchPoints, memory: RunMemory | None
 ) -> NewPoints:
     """Store the gathered points not stored yet (against the store the first value wins) and return them,
     keyed by key id. The stored steps are dropped from ``gathered``'s own dicts rather than copied."""
     series: NewPoints = {(key_ids[key], rank): points for (key, rank), points in gathered.items()}
-    _point_store.store(session, run_id, series)
+    _point_store.store(session, run_id, series, memory.tails if memory is not None else None)
     return {pair: points for pair, points in series.items() if points}
 
 

@@ -4,6 +4,7 @@ the decisions recorded with their webhook deliveries. Called by ingest inside it
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -28,6 +29,7 @@ from plateau_tracker.server.schemas._common import json_safe
 from plateau_tracker.server.services import _point_store, companions, missing_monitor, webhooks
 from plateau_tracker.server.services.cohort import ExperimentCohort
 from plateau_tracker.server.services.decisions import has_alert
+from plateau_tracker.server.services.run_memory import RunMemory
 
 NewPoints = dict[tuple[int, int], dict[int, tuple[float, float]]]
 """A batch's points not stored before: (key id, rank) -> step -> (value, wall time)."""
@@ -56,13 +58,15 @@ def judge(
     key_ids: dict[str, int],
     fresh: NewPoints,
     now: float,
+    memory: RunMemory | None = None,
 ) -> Judged:
     """Advance the policy over the new points and record its decisions.
 
     Per-rank rules (distributed health) see their keys on every rank; the other rules see the monitored
     metric's new steps (rank 0's value, or the reduction over ranks once the step is complete or timed
     out). Monitored points at steps already judged (late) are judged by the rules that judge a point on its
-    own, and said to be late.
+    own, and said to be late. ``memory``: the run as this worker remembers it; the rules' states are read
+    from it when it has them, and left in it as written.
     """
     if policy is None:
         if fresh:
@@ -79,7 +83,12 @@ def judge(
     if not per_rank and not ready and not verdicts and not late:
         # Nothing for the rules in this batch (training metrics only): leave their state unread.
         return NOTHING
-    stored_states = list(session.execute(_STATES, {"run_id": run.id}).scalars())
+    if memory is not None and memory.states is not None:
+        stored_states = memory.states
+    else:
+        stored_states = list(session.execute(_STATES, {"run_id": run.id}).scalars())
+        if memory is not None and stored_states:
+            memory.states = stored_states
     states = stored_states or initial_states(policy)
     if per_rank:
         states, found = evaluate_per_rank(policy, states, per_rank)
@@ -102,7 +111,9 @@ def judge(
         # Once stopped, later steps are judged "stop" without running the rules again.
         run.judged_step = max(run.judged_step, newest)
     if per_rank or ready:
-        _save_states(session, run.id, policy, bool(stored_states), states, run.judged_step)
+        saved = _save_states(session, run.id, policy, bool(stored_states), states, run.judged_step)
+        if memory is not None:
+            memory.states = saved
     made, deliveries = record_decisions(session, run, verdicts, now)
     return Judged(made, deliveries, len(late), unviewed)
 
@@ -383,18 +394,20 @@ def _save_states(
     stored: bool,
     states: list[dict[str, Any]],
     last_step: int,
-) -> None:
+) -> list[Any]:
     """Write the rules' states (``stored``: the run has rows for them already), in Core: one statement for
-    all of them, where the ORM's unit of work cost several times the database's work."""
+    all of them, where the ORM's unit of work cost several times the database's work. Returns them as
+    they read back."""
+    saved = [as_stored(state) for state in states]
     if stored:
         session.execute(
             _UPDATE_STATE,
             [
-                {"run": run_id, "index": index, "state": json_safe(state), "last": last_step}
-                for index, state in enumerate(states)
+                {"run": run_id, "index": index, "state": state, "last": last_step}
+                for index, state in enumerate(saved)
             ],
         )
-        return
+        return saved
     session.execute(
         _INSERT_STATE,
         [
@@ -402,12 +415,25 @@ def _save_states(
                 "run_id": run_id,
                 "rule_index": index,
                 "rule": params.rule,
-                "state": json_safe(state),
+                "state": state,
                 "last_step": last_step,
             }
-            for index, (params, state) in enumerate(zip(policy.rules, states, strict=True))
+            for index, (params, state) in enumerate(zip(policy.rules, saved, strict=True))
         ],
     )
+    return saved
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as a JSON column gives it back: non-finite floats spelled out (:func:`json_safe`), tuples
+    as lists, and keys as strings (as JSON writes them)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else json_safe(value)
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else json.dumps(k): as_stored(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_stored(v) for v in value]
+    return value
 
 
 # Built once: building a statement costs more than running it on this path (every judged batch).
