@@ -3,9 +3,10 @@
 A process with many live runs (a sweep driver running trials in threads, several ranks on one host) has a
 sender thread per run, and each would post a request of its own per flush: the tracker pays for HTTP, a
 thread hop and a transaction per request, whatever the request holds. Here the senders of runs bound for
-one tracker (one URL and token) take turns: a few requests are in flight at a time (:data:`IN_FLIGHT`),
-and the batches queued meanwhile go together in the next, as lines of ``POST /api/v1/batches``. A batch
-alone goes to its run's own route, so a process with one run sends exactly what it would without
+one tracker (one URL and token) take turns: one request is in flight at a time, and the batches queued
+meanwhile go together in the next, as lines of ``POST /api/v1/batches``. Batches a loop waits on (those
+that carry a monitored value) take turns of their own, so they never queue behind the others' requests.
+A batch alone goes to its run's own route, so a process with one run sends exactly what it would without
 carrying. There is no thread of its own: a sender that finds a turn free posts for everyone queued (as a
 group commit does).
 
@@ -24,9 +25,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-IN_FLIGHT = 4
-"""Requests of one carrier in flight at once: enough to keep several tracker workers (or replicas behind a
-balancer) busy, few enough that batches meet when the tracker is loaded."""
 MAX_BATCHES = 256
 """Batches one request carries at most (the tracker takes 1,000)."""
 MAX_BYTES = 8 * 1024 * 1024
@@ -57,39 +55,38 @@ class _Parcel:
     error: BaseException | None = None
 
 
+@dataclass(eq=False)
+class _Lane:
+    """Batches that go together, one request in flight at a time."""
+
+    waiting: deque[_Parcel] = field(default_factory=deque)
+    turn: threading.Lock = field(default_factory=threading.Lock)
+
+
 class Carrier:
     """Carries the batches of the runs of this process bound for one tracker (see the module)."""
 
     def __init__(self, together: Together) -> None:
         self._together = together
-        self._waiting: deque[_Parcel] = deque()
-        self._turns = threading.BoundedSemaphore(IN_FLIGHT)
+        # Two lanes: batches a loop waits on (they carry a monitored value) never queue behind the
+        # others' requests, which carry most of the points.
+        self._lanes = {True: _Lane(), False: _Lane()}
         self.supported = True
 
-    def carry(self, run_id: int, body: bytes, alone: Alone) -> Any:
-        """The answer to ``body`` (a JSON object: the run's batch), sent alone or with others' batches."""
+    def carry(self, run_id: int, body: bytes, alone: Alone, *, urgent: bool = False) -> Any:
+        """The answer to ``body`` (a JSON object: the run's batch), sent alone or with others' batches.
+        ``urgent``: a loop waits for its verdict (the batch carries a monitored value); such batches go
+        together in requests of their own, beside the others'."""
         parcel = _Parcel(b'{"run_id":%d,%s' % (run_id, body[1:]), alone)
-        self._waiting.append(parcel)
+        lane = self._lanes[urgent]
+        lane.waiting.append(parcel)
         while not parcel.done.is_set():
-            with self._turns:
+            with lane.turn:
                 if not parcel.done.is_set():
-                    self._send(list(self._take()))
+                    self._send(list(_take(lane.waiting)))
         if parcel.error is not None:
             raise parcel.error
         return parcel.answer
-
-    def _take(self) -> Iterator[_Parcel]:
-        size = 0
-        for count in range(MAX_BATCHES):
-            try:
-                parcel = self._waiting.popleft()
-            except IndexError:
-                return
-            size += len(parcel.line) + 1
-            if count and size > MAX_BYTES:
-                self._waiting.appendleft(parcel)
-                return
-            yield parcel
 
     def _send(self, parcels: list[_Parcel]) -> None:
         try:
@@ -114,6 +111,21 @@ class Carrier:
         finally:
             for parcel in parcels:
                 parcel.done.set()
+
+
+def _take(waiting: deque[_Parcel]) -> Iterator[_Parcel]:
+    """The batches of the next request, in the order they came, within a request's bounds."""
+    size = 0
+    for count in range(MAX_BATCHES):
+        try:
+            parcel = waiting.popleft()
+        except IndexError:
+            return
+        size += len(parcel.line) + 1
+        if count and size > MAX_BYTES:
+            waiting.appendleft(parcel)
+            return
+        yield parcel
 
 
 def _split(outcome: Any) -> tuple[Any, BaseException | None]:

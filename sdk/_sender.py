@@ -410,7 +410,9 @@ class Sender:
                 return
             if batch.points:
                 try:
-                    answer = self._transport.send_series(self.run_id, batch.batch_id, batch.series)
+                    answer = self._transport.send_series(
+                        self.run_id, batch.batch_id, batch.series, urgent=batch.monitor_step is not None
+                    )
                 except RetryableError as exc:
                     self._go_offline(exc)
                     if self.spool is None:

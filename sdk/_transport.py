@@ -195,17 +195,20 @@ class Transport:
         """Post a batch of points, one object per point."""
         return self._send_batch(run_id, {"batch_id": batch_id, "points": points})
 
-    def send_series(self, run_id: int, batch_id: str, series: list[dict[str, Any]]) -> Answer:
+    def send_series(
+        self, run_id: int, batch_id: str, series: list[dict[str, Any]], *, urgent: bool = False
+    ) -> Answer:
         """Post a batch as series: per key and rank, ``steps``, ``values`` and ``wall_times`` columns (the
-        compact form: about half the bytes, and far less work for both ends)."""
-        return self._send_batch(run_id, {"batch_id": batch_id, "series": series})
+        compact form: about half the bytes, and far less work for both ends). ``urgent``: a loop waits
+        for its verdict; it goes before other runs' batches that wait with it."""
+        return self._send_batch(run_id, {"batch_id": batch_id, "series": series}, urgent)
 
-    def _send_batch(self, run_id: int, body: dict[str, Any]) -> Answer:
+    def _send_batch(self, run_id: int, body: dict[str, Any], urgent: bool = False) -> Answer:
         path, content = f"/api/v1/runs/{run_id}/metrics", _encoded(body)
         if not self.carries:
             return Answer.from_json(self._request("POST", path, body=content))
-        answer = self.carrier().carry(run_id, content, lambda: self._request("POST", path, body=content))
-        return Answer.from_json(answer)
+        alone = lambda: self._request("POST", path, body=content)  # noqa: E731
+        return Answer.from_json(self.carrier().carry(run_id, content, alone, urgent=urgent))
 
     def carrier(self) -> Carrier:
         """The process's carrier of batches to this tracker with this token."""

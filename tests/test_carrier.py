@@ -3,6 +3,7 @@ the shared tracker: batches that meet go in one request, and each gets its own a
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -14,9 +15,10 @@ import httpx
 import pytest
 
 import plateau_tracker as plateau
-from plateau_tracker._carrier import IN_FLIGHT
 from plateau_tracker._transport import RejectedError, RetryableError, Transport
 from tests._server import TrackerProcess, free_port
+
+runs_sent: list[list[int]] = []  # the runs of each request lines_sent counted, in order
 
 _POLICY = {"monitor": "loss", "mode": "min", "rules": [{"rule": "patience", "patience": 2}]}
 
@@ -29,6 +31,7 @@ def lines_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     def counting(self: Transport, lines: bytes) -> list[Any]:
         sent.append(lines.count(b"\n"))
+        runs_sent.append(sorted(json.loads(line)["run_id"] for line in lines.splitlines()))
         return original(self, lines)
 
     monkeypatch.setattr(Transport, "send_lines", counting)
@@ -48,19 +51,19 @@ def _meeting(transport: Transport, calls: list[Callable[[], Any]]) -> list[Any]:
             outcomes[index] = exc
 
     threads = [threading.Thread(target=call, args=(index,)) for index in range(len(calls))]
-    for _ in range(IN_FLIGHT):  # every request's turn taken, as by requests in flight
-        carrier._turns.acquire()
+    lanes = list(carrier._lanes.values())
+    for lane in lanes:  # each lane's turn taken, as by a request in flight
+        lane.turn.acquire()
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + 30
-    while len(carrier._waiting) < len(calls):
+    while sum(len(lane.waiting) for lane in lanes) < len(calls):
         assert time.monotonic() < deadline, "the batches never queued"
         time.sleep(0.01)
-    carrier._turns.release()  # one turn: the first to take it carries every batch queued
+    for lane in lanes:
+        lane.turn.release()
     for thread in threads:
         thread.join(30)
-    for _ in range(IN_FLIGHT - 1):
-        carrier._turns.release()
     return outcomes
 
 
@@ -152,3 +155,22 @@ def test_runs_of_one_process_log_through_the_carrier_and_lose_nothing(tracker: T
         for run in runs:
             stored = http.get(f"/api/v1/runs/{run['id']}/history", params={"key": "loss"}).json()["points"]
             assert [p["step"] for p in stored] == list(range(run["stop_step"] + 1))
+
+
+def test_batches_a_loop_waits_on_go_in_requests_of_their_own(
+    tracker: TrackerProcess, lines_sent: list[int]
+) -> None:
+    runs_sent.clear()
+    with Transport(tracker.url) as transport:
+        runs = [transport.create_run({"project": "carrier", "policy": _POLICY})["id"] for _ in range(4)]
+        calls: list[Callable[[], Any]] = [
+            (
+                lambda run=run, urgent=index % 2 == 1: transport.send_series(
+                    run, "u", _series("loss" if urgent else "train/loss", [0], [1.0]), urgent=urgent
+                )
+            )
+            for index, run in enumerate(runs)
+        ]
+        outcomes = _meeting(transport, calls)
+    assert all(outcome.judged_step in (0, None) for outcome in outcomes), outcomes
+    assert sorted(runs_sent) == [[runs[0], runs[2]], [runs[1], runs[3]]]
