@@ -33,6 +33,7 @@ from tests.benchmarks.bench_load import tree_cpu_seconds
 TRAIN_KEYS = [f"train/k{i}" for i in range(10)]
 STEPS_PER_BATCH = 20
 CARRIED_PER_REQUEST = 256  # the SDK carrier's bound
+TARGET_RATIO = 1 / 3  # issue 67: at most a third of the baseline's CPU per batch
 
 
 def _training(run_id: int, first: int) -> dict[str, Any]:
@@ -122,6 +123,12 @@ def main() -> None:
     print(f"  {'':52} {'training (200 points)':>22} {'judged (val/acc)':>17}")
     for label, figures in rows:
         print(f"  {label:52} {figures['training']:22.3f} {figures['judged']:17.3f}")
+    if args.baseline_python:
+        base, carried = rows[0][1], rows[-1][1]
+        for kind in ("training", "judged"):
+            ratio = carried[kind] / base[kind]
+            met = "yes" if ratio <= TARGET_RATIO else "no"
+            print(f"  carried / baseline, {kind}: {ratio:.2f}x (target <= {TARGET_RATIO:.2f}x: {met})")
 
 
 if __name__ == "__main__":
