@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.orm import Session
@@ -96,13 +98,18 @@ def ingest_all(
     if db.write_groups is not None:
         outcomes = db.write_groups.run_all(works)
     else:
-        outcomes = []
-        for work in works:
+
+        def alone(work: Callable[[Session], tuple[Ingested, Callable[[], None]]]) -> Any:
             try:
                 with db.session(write=True) as session:
-                    outcomes.append(work(session))
+                    return work(session)
             except Exception as exc:  # this batch's alone: the others go on
-                outcomes.append(exc)
+                return exc
+
+        # A few transactions of this request at once, on threads of its own (a pool shared by requests
+        # queued a request's lines behind another's): most of each is waiting for the server.
+        with ThreadPoolExecutor(min(_LINES_AT_ONCE, len(works) or 1)) as pool:
+            outcomes = list(pool.map(alone, works))
     done: list[Ingested | Exception] = []
     for outcome in outcomes:
         if isinstance(outcome, Exception):
@@ -112,6 +119,9 @@ def ingest_all(
         after_commit()
         done.append(ingested)
     return done
+
+
+_LINES_AT_ONCE = 4
 
 
 def _ingest_in(
