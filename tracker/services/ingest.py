@@ -77,6 +77,11 @@ def ingest(
     return outcome
 
 
+LINES_AT_ONCE = 4
+"""Batches of one request stored at once on a server database, each in a transaction of its own (most of
+each transaction is waiting for the server)."""
+
+
 def ingest_all(
     db: Database,
     keys: KeyCache,
@@ -87,8 +92,9 @@ def ingest_all(
 ) -> list[Ingested | Exception]:
     """:func:`ingest` for each ``(run id, batch)``, in order: what each did, or the error that kept it from
     being stored (each batch is stored whole or not at all, whatever happens to the others). On SQLite
-    they share transactions and commits, each batch in a savepoint of its own; elsewhere each batch is a
-    transaction of its own, so that no transaction holds the row locks of many runs."""
+    they share group-commit transactions (:mod:`plateau_tracker.server.db.group_commit`); elsewhere each
+    batch is a transaction of its own, so that no transaction holds the row locks of many runs, and
+    :data:`LINES_AT_ONCE` of them run at a time."""
     now = time.time()
 
     def work_of(run_id: int, batch: MetricBatch) -> Callable[[Session], tuple[Ingested, Callable[[], None]]]:
@@ -106,9 +112,9 @@ def ingest_all(
             except Exception as exc:  # this batch's alone: the others go on
                 return exc
 
-        # A few transactions of this request at once, on threads of its own (a pool shared by requests
-        # queued a request's lines behind another's): most of each is waiting for the server.
-        with ThreadPoolExecutor(min(_LINES_AT_ONCE, len(works) or 1)) as pool:
+        # On threads of this request's own: a pool shared by requests queued one request's batches (a
+        # loop waiting on them) behind another's.
+        with ThreadPoolExecutor(min(LINES_AT_ONCE, len(works) or 1)) as pool:
             outcomes = list(pool.map(alone, works))
     done: list[Ingested | Exception] = []
     for outcome in outcomes:
@@ -119,9 +125,6 @@ def ingest_all(
         after_commit()
         done.append(ingested)
     return done
-
-
-_LINES_AT_ONCE = 4
 
 
 def _ingest_in(
