@@ -83,23 +83,18 @@ def _encoded(body: dict[str, Any]) -> bytes:
 
 
 def _refusal(
-    request: str, status: int, text: str, detail: Any, retry_after: str | None
+    request: str, status: int, detail: Any, retry_after: str | None, body: bytes = b""
 ) -> RetryableError | RejectedError:
     """The error an answer of ``status`` to ``request`` (``POST /api/v1/...``) is: "come back later" (with
-    the ``Retry-After`` it gave), or a refusal with its ``detail`` (``text``: as a message shows it)."""
+    the ``Retry-After`` it gave), or a refusal with its ``detail`` (the answer's ``body`` shown instead
+    when it has none)."""
     if status in RETRYABLE_STATUSES:
         return RetryableError(
             f"HTTP {status} from {request}", retry_after=parse_retry_after(retry_after), status=status
         )
+    text = body[:500].decode("utf-8", "replace") if detail is None else json.dumps(detail)[:500]
     refused = NotFoundError if status == 404 else RejectedError
     return refused(f"HTTP {status} from {request}: {text}", status, detail=detail)
-
-
-def _detail(reply: Reply) -> str:
-    detail = _parsed_detail(reply)
-    if detail is None:
-        return reply.body[:500].decode("utf-8", "replace")
-    return json.dumps(detail)[:500]
 
 
 class Transport:
@@ -167,12 +162,9 @@ class Transport:
         except TransportErrors as exc:  # connection refused, reset, timeouts, TLS, broken HTTP
             raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
         if reply.status >= 400:
+            detail = _parsed_detail(reply)
             raise _refusal(
-                f"{method} {path}",
-                reply.status,
-                _detail(reply),
-                _parsed_detail(reply),
-                reply.headers.get("retry-after"),
+                f"{method} {path}", reply.status, detail, reply.headers.get("retry-after"), reply.body
             )
         return reply
 
@@ -240,9 +232,8 @@ class Transport:
                 if status == 200:
                     outcomes.append(item["answer"])
                     continue
-                detail = item.get("detail")
                 where = f"POST /api/v1/runs/{item.get('run_id')}/metrics"
-                refusal = _refusal(where, status, json.dumps(detail)[:500], detail, item.get("retry_after"))
+                refusal = _refusal(where, status, item.get("detail"), item.get("retry_after"))
                 refusal.url = self.url
                 outcomes.append(refusal)
         except (ValueError, KeyError, TypeError) as exc:

@@ -6,8 +6,8 @@ Here the body is NDJSON: each line is one run's batch exactly as ``POST /api/v1/
 takes it, with the run's id as ``run_id``. Each line is checked, stored and answered on its own: the
 answer lists, in the lines' order, ``{"run_id", "status": 200, "answer"}`` with the run's ingest answer, or
 ``{"run_id", "status", "detail"}`` with the error its own route would have given (a line that could not be
-read has ``run_id`` null). One bad line refuses nothing else. On SQLite the lines share transactions and
-commits (each in a savepoint of its own).
+read has ``run_id`` null). One bad line refuses nothing else. How the lines are stored on each database:
+:func:`plateau_tracker.server.services.ingest.ingest_all`.
 """
 
 from __future__ import annotations

@@ -52,15 +52,10 @@ class GroupCommit:
 
     def run(self, work: Callable[[Session], T]) -> T:
         """``work(session)``'s result once the transaction it ran in has committed; its error otherwise."""
-        job: _Job[T] = _Job(work)
-        self._waiting.append(job)
-        while not job.done.is_set():
-            with self._leader:
-                if not job.done.is_set():
-                    self._lead()
-        if job.error is not None:
-            raise job.error
-        return job.result  # type: ignore[return-value]  # set by the job that ran without an error
+        outcome = self.run_all([work])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
     def run_all(self, works: Sequence[Callable[[Session], T]]) -> list[T | Exception]:
         """Each of ``works``' result once the transaction it ran in has committed, else its error, in
