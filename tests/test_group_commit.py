@@ -18,6 +18,7 @@ from plateau_tracker.server.schemas.metrics import MetricBatch, parse_batch
 from plateau_tracker.server.schemas.runs import RunCreate
 from plateau_tracker.server.services import ingest, runs
 from plateau_tracker.server.services.keys import KeyCache
+from plateau_tracker.server.services.policies import PolicyCache
 
 
 @pytest.fixture
@@ -189,3 +190,90 @@ def test_a_batch_rolled_back_in_a_group_leaves_nothing_of_its_judging_to_the_nex
     with database.session() as session:
         stored = session.get(Run, run_id)
         assert (stored.judged_step, stored.decision_seq) == (1, 2)
+
+
+def test_urgent_jobs_go_before_those_queued_earlier_and_alone(database: Database) -> None:
+    """A job a trainer waits on (a judged batch) queued behind training-only jobs is run in the next group,
+    in a group of urgent jobs only: it waits for the group being run, not for those queued before it."""
+    assert database.write_groups is not None
+    groups = database.write_groups
+    held, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def holder(session):
+        held.set()
+        release.wait(10)
+        return "held"
+
+    def job(name: str):
+        def work(session):
+            order.append(name)
+            session.execute(insert(MetricKey).values(name=name))
+            return name
+
+        return work
+
+    commits = _commits(database)
+    first = threading.Thread(target=lambda: groups.run(holder))
+    first.start()
+    assert held.wait(10)
+    bulk = [f"train{i}" for i in range(40)]
+    outcomes: dict[str, object] = {}
+    threads = [
+        threading.Thread(
+            target=lambda: outcomes.update(zip(bulk, groups.run_all([job(n) for n in bulk]), strict=True))
+        )
+    ]
+    threads[0].start()
+    deadline = time.monotonic() + 10
+    while len(groups._waiting) < len(bulk) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    threads.append(
+        threading.Thread(target=lambda: outcomes.update(judged=groups.run(job("judged"), urgent=True)))
+    )
+    threads[1].start()
+    while not groups._urgent and time.monotonic() < deadline:
+        time.sleep(0.005)
+    release.set()
+    for thread in [first, *threads]:
+        thread.join(10)
+    assert outcomes == {**{n: n for n in bulk}, "judged": "judged"}
+    assert order[0] == "judged"
+    assert order[1:] == bulk  # the others in the order they queued
+    # The judged job alone in its commit, then the 40 in groups of at most 16.
+    assert len(commits) == 1 + 3
+    assert _names(database) == {*bulk, "judged"}
+
+
+def test_run_all_refuses_flags_that_do_not_match_its_jobs(database: Database) -> None:
+    assert database.write_groups is not None
+    with pytest.raises(ValueError, match="2 jobs, 1 urgent flags"):
+        database.write_groups.run_all([_add("a"), _add("b")], urgent=[True])
+
+
+def test_a_batch_is_urgent_when_it_brings_a_judged_key_or_its_run_is_not_known_yet(
+    database: Database,
+) -> None:
+    """What SQLite's writer takes first (ingest.is_urgent): a run's first batch here, since its rules are
+    not known yet; then only batches that bring the monitored key; never a batch of a run without rules."""
+    keys, policies = KeyCache(), PolicyCache()
+    policy = {"monitor": "val/acc", "rules": [{"rule": "patience", "patience": 3}]}
+    watched = runs.create_or_join(database, RunCreate(project="p", experiment="e", policy=policy)).id
+    unwatched = runs.create_or_join(database, RunCreate(project="p", experiment="e", name="plain")).id
+
+    def batch(batch_id: str, *names: str) -> MetricBatch:
+        points = [{"key": name, "step": 1, "value": 0.5} for name in names]
+        return MetricBatch.model_validate({"batch_id": batch_id, "points": points})
+
+    training, judged = batch("t", "train/loss", "lr"), batch("j", "train/loss", "val/acc")
+    columns = MetricBatch.model_validate(
+        {"batch_id": "c", "series": [{"key": "val/acc", "steps": [2], "values": [0.6]}]}
+    )
+    for run_id in (watched, unwatched):
+        assert ingest.is_urgent(policies, run_id, training)  # nothing known of the run yet
+        ingest.ingest(database, keys, run_id, batch(f"first-{run_id}", "lr"), policies)
+    assert not ingest.is_urgent(policies, watched, training)
+    assert ingest.is_urgent(policies, watched, judged)
+    assert ingest.is_urgent(policies, watched, columns)
+    assert not ingest.is_urgent(policies, unwatched, judged)
+    assert ingest.is_urgent(None, watched, training)  # without the app's caches, every batch

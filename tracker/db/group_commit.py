@@ -12,6 +12,11 @@ back to its savepoint (its writes undone, the others' kept) and its caller gets 
 error becomes :class:`~tracker.errors.ConflictError`, as in :meth:`Database.session`. Nothing is answered
 before the commit, so a crash loses only batches that no caller was told were stored (their senders send
 them again). If the commit itself fails, every job of the group gets that error.
+
+Jobs queued as ``urgent`` (ingest's batches that bring a value the rules judge: a trainer waits on their
+answer) go first: a leader that finds any takes only those, so a judged batch waits for at most the group
+being run, never for the training-only batches queued before it. Groups hold at most ``max_jobs`` jobs,
+which bounds that wait (a few milliseconds) while a commit is still shared by many.
 """
 
 from __future__ import annotations
@@ -44,24 +49,33 @@ class _Job(Generic[T]):
 class GroupCommit:
     """Runs write jobs in shared transactions of ``session`` (the database's write scope)."""
 
-    def __init__(self, session: SessionScope, *, max_jobs: int = 64) -> None:
+    def __init__(self, session: SessionScope, *, max_jobs: int = 16) -> None:
         self._session = session
         self._max_jobs = max_jobs
         self._waiting: deque[_Job[Any]] = deque()
+        self._urgent: deque[_Job[Any]] = deque()
         self._leader = threading.Lock()
 
-    def run(self, work: Callable[[Session], T]) -> T:
-        """``work(session)``'s result once the transaction it ran in has committed; its error otherwise."""
-        outcome = self.run_all([work])[0]
+    def run(self, work: Callable[[Session], T], *, urgent: bool = False) -> T:
+        """``work(session)``'s result once the transaction it ran in has committed; its error otherwise.
+        ``urgent`` jobs go before the others waiting."""
+        outcome = self.run_all([work], urgent=[urgent])[0]
         if isinstance(outcome, Exception):
             raise outcome
         return outcome
 
-    def run_all(self, works: Sequence[Callable[[Session], T]]) -> list[T | Exception]:
+    def run_all(
+        self, works: Sequence[Callable[[Session], T]], *, urgent: Sequence[bool] = ()
+    ) -> list[T | Exception]:
         """Each of ``works``' result once the transaction it ran in has committed, else its error, in
-        order: the jobs queue together, so they share transactions (up to ``max_jobs`` each)."""
+        order: the jobs queue together, so they share transactions (up to ``max_jobs`` each). A job whose
+        ``urgent`` flag is set goes before every job not urgent (the flags default to False)."""
         jobs: list[_Job[T]] = [_Job(work) for work in works]
-        self._waiting.extend(jobs)
+        flags = list(urgent) or [False] * len(jobs)
+        if len(flags) != len(jobs):
+            raise ValueError(f"{len(jobs)} jobs, {len(flags)} urgent flags")
+        for job, first in zip(jobs, flags, strict=True):
+            (self._urgent if first else self._waiting).append(job)
         for job in jobs:
             while not job.done.is_set():
                 with self._leader:
@@ -109,9 +123,11 @@ class GroupCommit:
         return True
 
     def _take(self) -> Iterator[_Job[Any]]:
+        """The next group: urgent jobs alone while there are any, else the others, in order."""
+        queue = self._urgent if self._urgent else self._waiting
         for _ in range(self._max_jobs):
             try:
-                yield self._waiting.popleft()
+                yield queue.popleft()
             except IndexError:
                 return
 

@@ -102,6 +102,15 @@ class PolicySpec(BaseModel):
         """Keys watched by per-rank rules (distributed health, on every rank)."""
         return {rule.watch_key() for rule in self.build() if rule.per_rank}
 
+    def judged_keys(self) -> frozenset[str]:
+        """The keys whose new points the rules judge: the monitored one and the per-rank rules' (a batch
+        bringing none of them only stores points); built once per spec."""
+        return self._judged_keys
+
+    @cached_property
+    def _judged_keys(self) -> frozenset[str]:
+        return frozenset({self.monitor, *self.per_rank_keys()})
+
     def build(self) -> list[Rule[Any]]:
         """The rule objects, built once per spec: rules hold only parameters, so they can be shared."""
         return self._compiled

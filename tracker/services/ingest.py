@@ -69,7 +69,7 @@ def ingest(
         return _ingest_in(session, db, keys, run_id, batch, (policies, latest, memories), now)
 
     if db.write_groups is not None:
-        outcome, after_commit = db.write_groups.run(work)
+        outcome, after_commit = db.write_groups.run(work, urgent=is_urgent(policies, run_id, batch))
     else:
         with db.session(write=True) as session:
             outcome, after_commit = work(session)
@@ -102,7 +102,8 @@ def ingest_all(
 
     works = [work_of(run_id, batch) for run_id, batch in batches]
     if db.write_groups is not None:
-        outcomes = db.write_groups.run_all(works)
+        urgent = [is_urgent(policies, run_id, batch) for run_id, batch in batches]
+        outcomes = db.write_groups.run_all(works, urgent=urgent)
     else:
 
         def alone(work: Callable[[Session], tuple[Ingested, Callable[[], None]]]) -> Any:
@@ -125,6 +126,19 @@ def ingest_all(
         after_commit()
         done.append(ingested)
     return done
+
+
+def is_urgent(policies: PolicyCache | None, run_id: int, batch: MetricBatch) -> bool:
+    """Whether a trainer waits on the batch's answer: it brings a key the run's rules judge, or the run's
+    rules are not known here yet. SQLite's writer takes such batches first."""
+    watched = policies.watched(run_id) if policies is not None else None
+    if watched is None:
+        return True
+    if not watched:
+        return False
+    return any(point.key in watched for point in batch.points or ()) or any(
+        column.key in watched for column in batch.series or ()
+    )
 
 
 def _ingest_in(
@@ -157,6 +171,8 @@ def _ingest_in(
     accepted = sum(len(points) for points in fresh.values())
     # "is not None": the cache has a length, and an empty one is falsy; it would never fill.
     policy = None if run.policy is None else (policies.of(run) if policies is not None else _parse(run))
+    if policies is not None:
+        policies.note_watched(run_id, policy)
     stopped_before = run.stop_step
     judged = judge(session, run, policy, key_ids, fresh, now, memory)
     if run.status != "running" and (accepted or run.stop_step != stopped_before):

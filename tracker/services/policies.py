@@ -10,6 +10,7 @@ from plateau_tracker.server.db import models
 from plateau_tracker.server.policy import PolicySpec
 
 DEFAULT_CAPACITY = 10_000
+_NONE_JUDGED: frozenset[str] = frozenset()
 
 
 def run_identity(run: models.Run) -> tuple[int, object]:
@@ -29,6 +30,7 @@ class PolicyCache:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
         self._policies: OrderedDict[tuple[int, object], PolicySpec] = OrderedDict()
+        self._watched: OrderedDict[int, frozenset[str]] = OrderedDict()
         self._lock = threading.Lock()
 
     def of(self, run: models.Run) -> PolicySpec:
@@ -45,6 +47,23 @@ class PolicyCache:
             if len(self._policies) > self.capacity:
                 self._policies.popitem(last=False)
         return policy
+
+    def note_watched(self, run_id: int, policy: PolicySpec | None) -> None:
+        """Remember which keys the run's rules judge (none without a policy), for :meth:`watched`."""
+        keys = _NONE_JUDGED if policy is None else policy.judged_keys()
+        with self._lock:
+            if self._watched.get(run_id) is keys:
+                return
+            self._watched[run_id] = keys
+            if len(self._watched) > self.capacity:
+                self._watched.popitem(last=False)
+
+    def watched(self, run_id: int) -> frozenset[str] | None:
+        """The keys the run's rules judge, as noted by an earlier batch of the run (None: none noted).
+        Looked up by id alone, before the run's row is read: only the writer's queue order rests on it,
+        so the id of a deleted run that SQLite gave a new one misleads that order at most."""
+        with self._lock:
+            return self._watched.get(run_id)
 
     def __len__(self) -> int:
         return len(self._policies)
