@@ -240,8 +240,50 @@ def test_urgent_jobs_go_before_those_queued_earlier_and_alone(database: Database
     assert outcomes == {**{n: n for n in bulk}, "judged": "judged"}
     assert order[0] == "judged"
     assert order[1:] == bulk  # the others in the order they queued
-    # The judged job alone in its commit, then the 40 in groups of at most 16.
-    assert len(commits) == 1 + 3
+    assert len(commits) == 2  # the judged job alone in its commit, then the 40 together
+    assert _names(database) == {*bulk, "judged"}
+
+
+def test_a_group_that_sees_an_urgent_job_arrive_commits_what_it_ran_and_lets_it_go_next(
+    database: Database,
+) -> None:
+    """An urgent job that arrives while a group of others runs waits for the job being run and a commit,
+    not for the rest of the group: those are put back first in line and run after it."""
+    assert database.write_groups is not None
+    groups = database.write_groups
+    running, queued = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def job(name: str):
+        def work(session):
+            order.append(name)
+            session.execute(insert(MetricKey).values(name=name))
+            if name == "train2":
+                running.set()
+                assert queued.wait(10)
+            return name
+
+        return work
+
+    commits = _commits(database)
+    bulk = [f"train{i}" for i in range(10)]
+    outcomes: dict[str, object] = {}
+    group = threading.Thread(
+        target=lambda: outcomes.update(zip(bulk, groups.run_all([job(n) for n in bulk]), strict=True))
+    )
+    group.start()
+    assert running.wait(10)
+    judged = threading.Thread(target=lambda: outcomes.update(judged=groups.run(job("judged"), urgent=True)))
+    judged.start()
+    deadline = time.monotonic() + 10
+    while not groups._urgent and time.monotonic() < deadline:
+        time.sleep(0.005)
+    queued.set()
+    group.join(10)
+    judged.join(10)
+    assert outcomes == {**{n: n for n in bulk}, "judged": "judged"}
+    assert order == ["train0", "train1", "train2", "judged", *bulk[3:]]
+    assert len(commits) == 3  # the first three, the judged job alone, the other seven
     assert _names(database) == {*bulk, "judged"}
 
 

@@ -161,12 +161,15 @@ def _cut(count: int, ranked: Callable[[int, int], list[float]], q: float) -> tup
     return interpolate(values[0], values[-1], fraction), count
 
 
-# The statements of every judgement, built once with bound parameters: building them (the comparisons,
-# the union, the subqueries) cost more than the database's work on the view's index.
+# The statements of every judgement, built once with bound parameters and over the tables' columns:
+# building them (the comparisons, the union, the subqueries) cost more than the database's work on the
+# view's index, and running them through the ORM about as much again.
 def _viewed_values() -> CompoundSelect[float]:
     """The finished runs' values at ``:step`` from the experiment's view (``:experiment_id``, ``:key_id``),
     the run being judged (``:run_id``) left out: recorded there, or carried past a stop."""
-    value, carry = models.CohortValue, models.CohortCarry
+    tables = models.Base.metadata.tables
+    value = tables[models.CohortValue.__tablename__].c
+    carry = tables[models.CohortCarry.__tablename__].c
     recorded = select(value.value).where(
         value.experiment_id == bindparam("experiment_id"),
         value.key_id == bindparam("key_id"),
@@ -184,9 +187,9 @@ def _viewed_values() -> CompoundSelect[float]:
 
 def _finished_up_to() -> Select[int]:
     """How many of the experiment's other runs are finished, counted up to ``:count``."""
-    r = models.Run
+    r = models.Base.metadata.tables[models.Run.__tablename__].c
     others = [r.experiment_id == bindparam("experiment_id"), r.id != bindparam("run_id")]
-    enough = select(r.id).where(*others, *cohort_view.finished_condition()).limit(bindparam("count"))
+    enough = select(r.id).where(*others, *cohort_view.finished_condition(r)).limit(bindparam("count"))
     return select(func.count()).select_from(enough.subquery())
 
 

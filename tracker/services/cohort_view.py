@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, delete, insert, or_, select
 from sqlalchemy.orm import Session
@@ -32,9 +33,10 @@ def is_member(run: models.Run) -> bool:
     return run.status != "running" and (run.stop_rule is None or run.stop_rule not in PRUNING_RULES)
 
 
-def finished_condition() -> list[ColumnElement[bool]]:
-    """:func:`is_member` in SQL, over ``models.Run``."""
-    return [_run.status != "running", or_(_run.stop_rule.is_(None), _run.stop_rule.not_in(PRUNING_RULES))]
+def finished_condition(run: Any = models.Run) -> list[ColumnElement[bool]]:
+    """:func:`is_member` in SQL, over ``run``: ``models.Run``, or its table's columns for a Core
+    statement."""
+    return [run.status != "running", or_(run.stop_rule.is_(None), run.stop_rule.not_in(PRUNING_RULES))]
 
 
 def ensure(session: Session, experiment_id: int, key_id: int) -> None:
@@ -63,11 +65,26 @@ def ensure(session: Session, experiment_id: int, key_id: int) -> None:
         _insert_member(session, experiment_id, key_id, run_id, stop_step, run_blocks)
 
 
-# Asked on every judgement that reads a view: built once, in Core (the ORM's get cost several times more).
-_VIEW_EXISTS = select(models.CohortView.key_id).where(
-    models.CohortView.experiment_id == bindparam("experiment_id"),
-    models.CohortView.key_id == bindparam("key_id"),
+# Asked on every judgement that reads a view, and on every run's end: built once, in Core (through the
+# ORM each cost several times the database's work).
+_tables = models.Base.metadata.tables
+_views = _tables[models.CohortView.__tablename__].c
+_VIEW_EXISTS = select(_views.key_id).where(
+    _views.experiment_id == bindparam("experiment_id"), _views.key_id == bindparam("key_id")
 )
+_VIEWS_OF = select(_views.key_id).where(_views.experiment_id == bindparam("experiment_id"))
+_experiments = _tables[models.Experiment.__tablename__].c
+_LOCK_EXPERIMENT = (
+    select(_experiments.id).where(_experiments.id == bindparam("experiment_id")).with_for_update()
+)
+_FORGET_MEMBER = [
+    delete(table).where(
+        table.c.experiment_id == bindparam("experiment_id"), table.c.run_id == bindparam("run_id")
+    )
+    for table in (_tables[models.CohortValue.__tablename__], _tables[models.CohortCarry.__tablename__])
+]
+_ADD_VALUES = insert(_tables[models.CohortValue.__tablename__])
+_ADD_CARRY = insert(_tables[models.CohortCarry.__tablename__])
 
 
 def refresh(session: Session, run: models.Run) -> None:
@@ -80,8 +97,8 @@ def refresh(session: Session, run: models.Run) -> None:
     key_ids = _views_of(session, experiment_id)
     if not key_ids:
         return
-    for table in (models.CohortValue, models.CohortCarry):
-        session.execute(delete(table).where(table.experiment_id == experiment_id, table.run_id == run.id))
+    for forget in _FORGET_MEMBER:
+        session.execute(forget, {"experiment_id": experiment_id, "run_id": run.id})
     if not is_member(run):
         return
     blocks = session.execute(
@@ -97,18 +114,12 @@ def refresh(session: Session, run: models.Run) -> None:
 
 
 def _views_of(session: Session, experiment_id: int) -> list[int]:
-    return list(
-        session.execute(
-            select(models.CohortView.key_id).where(models.CohortView.experiment_id == experiment_id)
-        ).scalars()
-    )
+    return list(session.execute(_VIEWS_OF, {"experiment_id": experiment_id}).scalars())
 
 
 def _lock_experiment(session: Session, experiment_id: int) -> None:
     # FOR UPDATE is left out on SQLite, whose write transactions hold the database already.
-    session.execute(
-        select(models.Experiment.id).where(models.Experiment.id == experiment_id).with_for_update()
-    )
+    session.execute(_LOCK_EXPERIMENT, {"experiment_id": experiment_id})
 
 
 def _insert_member(
@@ -131,8 +142,8 @@ def _insert_member(
         if math.isfinite(value)
     ]
     if rows:
-        session.execute(insert(models.CohortValue), rows)
+        session.execute(_ADD_VALUES, rows)
     last_value = float(points.values[-1])
     if stop_step is not None and math.isfinite(last_value):
         after = max(stop_step, int(points.steps[-1]))
-        session.execute(insert(models.CohortCarry).values(**common, after_step=after, value=last_value))
+        session.execute(_ADD_CARRY, {**common, "after_step": after, "value": last_value})

@@ -160,7 +160,7 @@ def record_decisions(
     created = datetime.fromtimestamp(now, timezone.utc)
     deliveries = 0
     made = []
-    hooks: list[models.Webhook] | None = None  # the project's, read at the first event, if any
+    hooks: list[webhooks.HookTarget] | None = None  # the project's, read at the first event, if any
     for verdict in sorted(verdicts, key=lambda v: v.step):
         run.decision_seq += 1
         decision = models.Decision(

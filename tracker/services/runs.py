@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from sqlalchemy import ColumnElement, cast, exists, func, literal, select
+from sqlalchemy import ColumnElement, bindparam, cast, exists, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -32,34 +32,61 @@ def _now() -> datetime:
 
 def ensure_project(session: Session, name: str) -> int:
     """The id of project ``name``, created if it does not exist yet."""
+    found: int | None = session.execute(_PROJECT_ID, {"name": name}).scalar_one_or_none()
+    if found is not None:
+        return found
     session.execute(insert_ignore(session, models.Project), [{"name": name, "created_at": _now()}])
-    return session.execute(select(models.Project.id).where(models.Project.name == name)).scalar_one()
+    return int(session.execute(_PROJECT_ID, {"name": name}).scalar_one())
 
 
 def _experiment_id(session: Session, project_id: int, name: str) -> int:
+    names = {"project_id": project_id, "name": name}
+    found: int | None = session.execute(_EXPERIMENT_ID, names).scalar_one_or_none()
+    if found is not None:
+        return found
     session.execute(
         insert_ignore(session, models.Experiment),
         [{"project_id": project_id, "name": name, "created_at": _now()}],
     )
-    return session.execute(
-        select(models.Experiment.id).where(
-            models.Experiment.project_id == project_id, models.Experiment.name == name
-        )
-    ).scalar_one()
+    return int(session.execute(_EXPERIMENT_ID, names).scalar_one())
 
 
-def _public(session: Session, run: models.Run, *, joined: bool = False) -> RunPublic:
-    project = session.get(models.Project, run.project_id)
-    experiment = session.get(models.Experiment, run.experiment_id)
-    if project is None or experiment is None:  # foreign keys make this unreachable
-        raise RuntimeError(f"run {run.id} has lost its project or experiment")
+def _public(
+    session: Session, run: models.Run, *, joined: bool = False, names: tuple[str, str] | None = None
+) -> RunPublic:
+    """The run as answered, with its project's and experiment's ``names`` (read when not given: an
+    experiment belongs to the run's project)."""
+    if names is None:
+        found = session.execute(_NAMES, {"experiment_id": run.experiment_id}).first()
+        if found is None:  # foreign keys make this unreachable
+            raise RuntimeError(f"run {run.id} has lost its project or experiment")
+        names = (found[0], found[1])
     return run_public(
         run,
-        project=project.name,
-        experiment=experiment.name,
+        project=names[0],
+        experiment=names[1],
         decision=decisions.latest(session, run),
         joined=joined,
     )
+
+
+# The statements of every run's creation and end, built once and in Core where no object is wanted:
+# building them cost about as much as running them.
+_tables = models.Base.metadata.tables
+_projects = _tables[models.Project.__tablename__].c
+_experiments = _tables[models.Experiment.__tablename__].c
+_PROJECT_ID = select(_projects.id).where(_projects.name == bindparam("name"))
+_EXPERIMENT_ID = select(_experiments.id).where(
+    _experiments.project_id == bindparam("project_id"), _experiments.name == bindparam("name")
+)
+_NAMES = (
+    select(_projects.name, _experiments.name)
+    .join_from(_tables[models.Experiment.__tablename__], _tables[models.Project.__tablename__])
+    .where(_experiments.id == bindparam("experiment_id"))
+)
+_RUN_BY_KEY = select(models.Run).where(
+    models.Run.project_id == bindparam("project_id"), models.Run.run_key == bindparam("run_key")
+)
 
 
 def create_or_join(db: Database, request: RunCreate) -> RunPublic:
@@ -101,15 +128,14 @@ def create_or_join(db: Database, request: RunCreate) -> RunPublic:
             )
             .returning(models.Run.id)
         ).scalar_one_or_none()
-        run = session.execute(
-            select(models.Run).where(models.Run.project_id == project_id, models.Run.run_key == run_key)
-        ).scalar_one()
+        run = session.execute(_RUN_BY_KEY, {"project_id": project_id, "run_key": run_key}).scalar_one()
         if run.experiment_id != experiment_id:
             raise ConflictError(
                 f"run_key {run_key!r} belongs to run {run.id} of another experiment "
                 f"than {request.experiment!r}"
             )
-        return _public(session, run, joined=created_id is None)
+        names = (request.project, request.experiment)
+        return _public(session, run, joined=created_id is None, names=names)
 
 
 def get(db: Database, run_id: int) -> RunPublic:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
@@ -123,13 +123,22 @@ def deliveries(db: Database, project: str, webhook_id: int, *, limit: int, offse
     return DeliveriesPublic(data=data, count=len(data))
 
 
-def project_hooks(session: Session, project_id: int) -> list[models.Webhook]:
+class HookTarget(NamedTuple):
+    """What an event needs of a webhook: its id, and the events it wants."""
+
+    id: int
+    events: list[Any]
+
+
+def project_hooks(session: Session, project_id: int) -> list[HookTarget]:
     """The project's webhooks: read once for all the decisions of a batch (most projects have none)."""
-    return list(session.execute(_PROJECT_HOOKS, {"project_id": project_id}).scalars())
+    return [HookTarget(*row) for row in session.execute(_PROJECT_HOOKS, {"project_id": project_id})]
 
 
-# Asked for every batch that makes a decision (each new best is a checkpoint): built once.
-_PROJECT_HOOKS = select(models.Webhook).where(models.Webhook.project_id == bindparam("project_id"))
+# Asked for every batch that makes a decision (each new best is a checkpoint) and every run's end: built
+# once, in Core (through the ORM, loading the hooks as objects cost several times the query).
+_hooks = models.Base.metadata.tables[models.Webhook.__tablename__]
+_PROJECT_HOOKS = select(_hooks.c.id, _hooks.c.events).where(_hooks.c.project_id == bindparam("project_id"))
 
 
 def enqueue(
@@ -137,7 +146,7 @@ def enqueue(
     run: models.Run,
     event: str,
     decision: models.Decision | None,
-    hooks: list[models.Webhook] | None = None,
+    hooks: list[HookTarget] | None = None,
 ) -> int:
     """Write an outbox row for every webhook of the run's project that wants ``event``, in the caller's
     transaction (so the event and its deliveries commit or vanish together). Returns how many. ``hooks``:
