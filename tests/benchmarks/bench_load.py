@@ -322,10 +322,17 @@ def figures(results: list[dict[str, Any]]) -> list[Figure]:
             ),
             Figure(
                 "11",
-                f"{label}: tracker CPU per ingest batch ({r['ingest_batches_per_s']:,} batches/s, "
-                f"tracker busy {r['tracker_cpu_share']:g} CPUs)",
+                f"{label}: tracker CPU per ingest batch ({r['ingest_batches_per_s']:,} batches/s)",
                 r["tracker_cpu_ms_per_batch"],
                 "ms",
+            ),
+            Figure(
+                "11",
+                f"{label}: tracker CPU, every process of it",
+                r["tracker_cpu_share"],
+                "cores",
+                f"<= {r['workers']} (1 a worker)",
+                r["tracker_cpu_share"] <= r["workers"],
             ),
         ]
         if "cross_replica_ms_p99" in r:

@@ -17,8 +17,8 @@ Jobs queued as ``urgent`` (ingest's batches that bring a value the rules judge: 
 answer) go first: a leader that finds any takes only those, and a group of other jobs that sees one
 arrive stops after the job it is running, commits what it has run and puts the rest back first in line.
 A judged batch so waits for one job and a commit, never for the training-only batches queued before it,
-while those still share commits by the dozen (small groups cost twice the CPU per batch: each commit
-writes the pages its jobs share again).
+while those still share commits by the dozen (in groups of 16 a batch cost half as much CPU again: each
+commit writes the pages its jobs share again).
 """
 
 from __future__ import annotations
