@@ -197,9 +197,12 @@ class Transport:
 
     def _send_batch(self, run_id: int, body: dict[str, Any], urgent: bool = False) -> Answer:
         path, content = f"/api/v1/runs/{run_id}/metrics", _encoded(body)
+
+        def alone() -> Any:
+            return self._request("POST", path, body=content)
+
         if not self.carries:
-            return Answer.from_json(self._request("POST", path, body=content))
-        alone = lambda: self._request("POST", path, body=content)  # noqa: E731
+            return Answer.from_json(alone())
         return Answer.from_json(self.carrier().carry(run_id, content, alone, urgent=urgent))
 
     def carrier(self) -> Carrier:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -41,6 +42,12 @@ NAMING_CONVENTION = {
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+def table_of(model: type[Base]) -> Table:
+    """The model's table, for statements in Core: the hot paths' statements skip the ORM's per-statement
+    work, which cost about as much as the database's."""
+    return Base.metadata.tables[model.__tablename__]
 
 
 class Project(Base):

@@ -167,9 +167,8 @@ def _cut(count: int, ranked: Callable[[int, int], list[float]], q: float) -> tup
 def _viewed_values() -> CompoundSelect[float]:
     """The finished runs' values at ``:step`` from the experiment's view (``:experiment_id``, ``:key_id``),
     the run being judged (``:run_id``) left out: recorded there, or carried past a stop."""
-    tables = models.Base.metadata.tables
-    value = tables[models.CohortValue.__tablename__].c
-    carry = tables[models.CohortCarry.__tablename__].c
+    value = models.table_of(models.CohortValue).c
+    carry = models.table_of(models.CohortCarry).c
     recorded = select(value.value).where(
         value.experiment_id == bindparam("experiment_id"),
         value.key_id == bindparam("key_id"),
@@ -187,7 +186,7 @@ def _viewed_values() -> CompoundSelect[float]:
 
 def _finished_up_to() -> Select[int]:
     """How many of the experiment's other runs are finished, counted up to ``:count``."""
-    r = models.Base.metadata.tables[models.Run.__tablename__].c
+    r = models.table_of(models.Run).c
     others = [r.experiment_id == bindparam("experiment_id"), r.id != bindparam("run_id")]
     enough = select(r.id).where(*others, *cohort_view.finished_condition(r)).limit(bindparam("count"))
     return select(func.count()).select_from(enough.subquery())

@@ -67,13 +67,12 @@ def ensure(session: Session, experiment_id: int, key_id: int) -> None:
 
 # Asked on every judgement that reads a view, and on every run's end: built once, in Core (through the
 # ORM each cost several times the database's work).
-_tables = models.Base.metadata.tables
-_views = _tables[models.CohortView.__tablename__].c
+_views = models.table_of(models.CohortView).c
 _VIEW_EXISTS = select(_views.key_id).where(
     _views.experiment_id == bindparam("experiment_id"), _views.key_id == bindparam("key_id")
 )
 _VIEWS_OF = select(_views.key_id).where(_views.experiment_id == bindparam("experiment_id"))
-_experiments = _tables[models.Experiment.__tablename__].c
+_experiments = models.table_of(models.Experiment).c
 _LOCK_EXPERIMENT = (
     select(_experiments.id).where(_experiments.id == bindparam("experiment_id")).with_for_update()
 )
@@ -81,10 +80,10 @@ _FORGET_MEMBER = [
     delete(table).where(
         table.c.experiment_id == bindparam("experiment_id"), table.c.run_id == bindparam("run_id")
     )
-    for table in (_tables[models.CohortValue.__tablename__], _tables[models.CohortCarry.__tablename__])
+    for table in (models.table_of(models.CohortValue), models.table_of(models.CohortCarry))
 ]
-_ADD_VALUES = insert(_tables[models.CohortValue.__tablename__])
-_ADD_CARRY = insert(_tables[models.CohortCarry.__tablename__])
+_ADD_VALUES = insert(models.table_of(models.CohortValue))
+_ADD_CARRY = insert(models.table_of(models.CohortCarry))
 
 
 def refresh(session: Session, run: models.Run) -> None:

@@ -314,8 +314,8 @@ _WITH_RUNG_LOCK = (rung_view.SHARED_LOCK,)
 
 # The statements of every batch, built once and in Core: building a statement cost more than running it,
 # and the ORM's unit of work (a heartbeat set on the run object, flushed) several times more.
-_batches = models.Base.metadata.tables[models.IngestBatch.__tablename__]
-_run = models.Base.metadata.tables[models.Run.__tablename__]
+_batches = models.table_of(models.IngestBatch)
+_run = models.table_of(models.Run)
 _SEEN = select(_batches.c.run_id).where(
     _batches.c.run_id == bindparam("run_id"), _batches.c.batch_id == bindparam("batch_id")
 )

@@ -437,18 +437,18 @@ def as_stored(value: Any) -> Any:
 
 
 # Built once: building a statement costs more than running it on this path (every judged batch).
-_decision = models.Base.metadata.tables[models.Decision.__tablename__]
+_decision = models.table_of(models.Decision)
 _DECISION_COLUMNS = tuple(column.name for column in _decision.columns)
 _INSERT_DECISION = insert(_decision)
-_rule_state = models.Base.metadata.tables[models.RuleState.__tablename__]
+_rule_state = models.table_of(models.RuleState)
 _INSERT_STATE = insert(_rule_state)
 _STATES = (
     select(_rule_state.c.state)
     .where(_rule_state.c.run_id == bindparam("run_id"))
     .order_by(_rule_state.c.rule_index)
 )
-_metric_key = models.Base.metadata.tables[models.MetricKey.__tablename__]
-_metric_block = models.Base.metadata.tables[models.MetricBlock.__tablename__]
+_metric_key = models.table_of(models.MetricKey)
+_metric_block = models.table_of(models.MetricBlock)
 _STORED_KEY_IDS = select(_metric_key.c.name, _metric_key.c.id).where(
     _metric_key.c.name.in_(bindparam("names", expanding=True)),
     select(_metric_block.c.block)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy import ColumnElement, bindparam, cast, exists, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
@@ -32,23 +33,23 @@ def _now() -> datetime:
 
 def ensure_project(session: Session, name: str) -> int:
     """The id of project ``name``, created if it does not exist yet."""
-    found: int | None = session.execute(_PROJECT_ID, {"name": name}).scalar_one_or_none()
-    if found is not None:
-        return found
-    session.execute(insert_ignore(session, models.Project), [{"name": name, "created_at": _now()}])
-    return int(session.execute(_PROJECT_ID, {"name": name}).scalar_one())
+    return _found_or_added(session, _PROJECT_ID, {"name": name}, models.Project)
 
 
 def _experiment_id(session: Session, project_id: int, name: str) -> int:
-    names = {"project_id": project_id, "name": name}
-    found: int | None = session.execute(_EXPERIMENT_ID, names).scalar_one_or_none()
+    return _found_or_added(
+        session, _EXPERIMENT_ID, {"project_id": project_id, "name": name}, models.Experiment
+    )
+
+
+def _found_or_added(session: Session, query: Any, key: dict[str, Any], model: type[models.Base]) -> int:
+    """The id ``query`` finds for ``key``; when there is none, the row (``key`` and the time) is inserted
+    first. Insert-or-ignore, then read back: creators racing on PostgreSQL all get the one row."""
+    found: int | None = session.execute(query, key).scalar_one_or_none()
     if found is not None:
         return found
-    session.execute(
-        insert_ignore(session, models.Experiment),
-        [{"project_id": project_id, "name": name, "created_at": _now()}],
-    )
-    return int(session.execute(_EXPERIMENT_ID, names).scalar_one())
+    session.execute(insert_ignore(session, model), [{**key, "created_at": _now()}])
+    return int(session.execute(query, key).scalar_one())
 
 
 def _public(
@@ -72,16 +73,15 @@ def _public(
 
 # The statements of every run's creation and end, built once and in Core where no object is wanted:
 # building them cost about as much as running them.
-_tables = models.Base.metadata.tables
-_projects = _tables[models.Project.__tablename__].c
-_experiments = _tables[models.Experiment.__tablename__].c
+_projects = models.table_of(models.Project).c
+_experiments = models.table_of(models.Experiment).c
 _PROJECT_ID = select(_projects.id).where(_projects.name == bindparam("name"))
 _EXPERIMENT_ID = select(_experiments.id).where(
     _experiments.project_id == bindparam("project_id"), _experiments.name == bindparam("name")
 )
 _NAMES = (
     select(_projects.name, _experiments.name)
-    .join_from(_tables[models.Experiment.__tablename__], _tables[models.Project.__tablename__])
+    .join_from(models.table_of(models.Experiment), models.table_of(models.Project))
     .where(_experiments.id == bindparam("experiment_id"))
 )
 _RUN_BY_KEY = select(models.Run).where(

@@ -137,7 +137,7 @@ def project_hooks(session: Session, project_id: int) -> list[HookTarget]:
 
 # Asked for every batch that makes a decision (each new best is a checkpoint) and every run's end: built
 # once, in Core (through the ORM, loading the hooks as objects cost several times the query).
-_hooks = models.Base.metadata.tables[models.Webhook.__tablename__]
+_hooks = models.table_of(models.Webhook)
 _PROJECT_HOOKS = select(_hooks.c.id, _hooks.c.events).where(_hooks.c.project_id == bindparam("project_id"))
 
 
