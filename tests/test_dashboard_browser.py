@@ -65,11 +65,16 @@ def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
     """Screenshots of every page at 1280x800. The runs table shows how each run ended, why, and the compute
     saved without horizontal scrolling, a long experiment name shortened (whole on hover), and a run's name
     opens its page. The run page opens on its curve, stop and best step above the fold, the stop said as a
-    decision (not an error), the decisions' reasons whole; no page offers Streamlit's "Deploy"."""
+    decision (not an error), the decisions' reasons whole; no page offers Streamlit's "Deploy". Among more
+    projects than the project list shows at once, the seeded one is found by typing its name."""
     pytest.importorskip("streamlit")
     project = f"glance-{uuid.uuid4().hex[:6]}"
     experiment = f"no-name-{uuid.uuid4()}"  # as an Optuna study without a name calls its experiment
     with httpx.Client(base_url=tracker.url, timeout=30) as client:
+        # Projects that sort ahead of the seeded one, more than the list renders at once, so the test sees
+        # a long list whatever else the session's tracker holds.
+        for i in range(30):
+            create_run(client, project=f"a-crowd-{i:02d}-{uuid.uuid4().hex[:4]}", name="crowd")
         policy = {
             "monitor": "val/loss",
             "rules": [{"rule": "patience", "patience": 2}, {"rule": "checkpoint"}],
@@ -120,6 +125,7 @@ def test_every_page_reads_at_1280x800(tracker, tmp_path: Path) -> None:
             page.goto(base)
             page.get_by_text("Project").first.wait_for(timeout=60_000)
             page.locator("[data-testid='stSelectbox']").first.click()
+            page.keyboard.type(project)  # the list renders only the options in view; typing filters it
             page.get_by_role("option", name=project).click()
             table = page.locator("table.plateau-runs")
             table.locator("tr", has_text="stopped-early").wait_for(timeout=60_000)
