@@ -55,7 +55,7 @@ def _group_behind_a_held_leader(database: Database, works: list) -> list[object]
     def call(index: int, work) -> None:
         try:
             outcomes[index] = database.write_groups.run(work)
-        except Exception as exc:  # the caller's own error, as a lone transaction would raise it
+        except BaseException as exc:  # the caller's own error, as a lone transaction would raise it
             outcomes[index] = exc
 
     first = threading.Thread(target=lambda: database.write_groups.run(holder))
@@ -100,6 +100,20 @@ def test_a_failing_job_is_rolled_back_alone_and_its_caller_gets_its_error(databa
     assert isinstance(outcomes[3], ConflictError)  # "a" again: unique name, as Database.session says it
     assert "conflicting write" in str(outcomes[3])
     assert _names(database) == {"a", "c", "d"}  # b's write undone with its savepoint, the others kept
+
+
+class _Interrupted(BaseException):
+    """Not an Exception: as KeyboardInterrupt or SystemExit raised inside a job."""
+
+
+def test_a_job_interrupted_in_a_group_answers_every_caller_and_stores_nothing(database: Database) -> None:
+    def interrupted(session):
+        session.execute(insert(MetricKey).values(name="interrupted"))
+        raise _Interrupted
+
+    outcomes = _group_behind_a_held_leader(database, [_add("a"), interrupted, _add("c")])
+    assert all(isinstance(outcome, _Interrupted) for outcome in outcomes), outcomes  # none left waiting
+    assert _names(database) == set()
 
 
 def test_a_lone_job_is_a_transaction_of_its_own(database: Database) -> None:

@@ -92,14 +92,14 @@ class GroupCommit:
 
     def _lead(self) -> None:
         urgent, jobs = self._take()
-        if len(jobs) > 1:
-            committed = self._all_at_once(jobs, yielding=not urgent)
-            if committed is not None:
-                for job in jobs[:committed]:
-                    job.done.set()
-                self._waiting.extendleft(reversed(jobs[committed:]))  # not run: first in line again
-                return
+        answered = jobs  # the jobs this lead settles; a group cut short puts the rest back in line
         try:
+            if len(jobs) > 1:
+                committed = self._all_at_once(jobs, yielding=not urgent)
+                if committed is not None:
+                    answered = jobs[:committed]
+                    self._waiting.extendleft(reversed(jobs[committed:]))  # not run: first in line again
+                    return
             with self._session(write=True) as session:
                 if len(jobs) == 1:  # alone: its own transaction, as without grouping (no savepoint to pay)
                     jobs[0].result = jobs[0].work(session)
@@ -113,7 +113,7 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
         finally:
-            for job in jobs:
+            for job in answered:
                 job.done.set()
 
     def _all_at_once(self, jobs: list[_Job[Any]], *, yielding: bool) -> int | None:
